@@ -1,0 +1,494 @@
+"""`solbench doctor`: is this machine ready to build and benchmark CUDA kernels?
+
+Facts are gathered once into an `EnvFacts` record (the "environment probe"); each check is a small
+pure function of those facts that returns PASS / WARN / FAIL with one line of explanation and, when
+something is wrong, the fix. Tests fake the facts to walk every failure path without a GPU.
+Slow or crash-prone probes (building a C++ extension, building the kernel library) run in a
+subprocess with a time limit, so a hung compiler cannot hang the doctor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
+CXX_BUILD_TIMEOUT_S = 300.0
+KERNELS_BUILD_TIMEOUT_S = 900.0
+
+# Clock-event reasons that mean the GPU is being slowed down against its will. Idle, application
+# clock setting, user-locked clocks and sync boost are deliberate and not reported as problems.
+_BAD_THROTTLE = {"sw_thermal", "hw_thermal", "hw_slowdown", "hw_power_brake", "sw_power_cap"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str        # PASS | WARN | FAIL | SKIP
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class ProbeResult:
+    """Outcome of a probe run in a subprocess."""
+
+    ok: bool
+    detail: str               # last meaningful line of output, or the error
+    timed_out: bool = False
+    skipped: str = ""         # non-empty: the probe did not run, and why
+
+
+@dataclass
+class NvmlFacts:
+    error: str | None = None                  # set when NVML could not be read
+    sm_mhz: int | None = None
+    sm_max_mhz: int | None = None
+    app_sm_mhz: int | None = None             # application clock (the target under load)
+    default_app_sm_mhz: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    persistence_mode: bool | None = None
+    other_processes: list[str] = field(default_factory=list)   # "pid name (N MiB)"
+
+
+@dataclass
+class EnvFacts:
+    torch_version: str = ""
+    torch_cuda: str | None = None             # torch.version.cuda: None for a CPU-only build
+    cuda_available: bool = False
+    device_count: int = 0
+    device_name: str | None = None
+    capability: tuple[int, int] | None = None
+    driver: str | None = None
+    nvcc_path: str | None = None
+    nvcc_version: str | None = None           # "13.0"
+    arch_list: str | None = None              # $TORCH_CUDA_ARCH_LIST as set
+    ninja_path: str | None = None
+    cxx_abi: bool | None = None               # torch._C._GLIBCXX_USE_CXX11_ABI
+    cxx_build: ProbeResult | None = None
+    kernels: ProbeResult | None = None
+    nvml: NvmlFacts | None = None
+
+
+# ---------------------------------------------------------------- checks (pure functions of the facts)
+
+def check_cuda(f: EnvFacts) -> Check:
+    if f.torch_cuda is None:
+        return Check("cuda", FAIL, f"torch {f.torch_version} is a CPU-only build: there is no CUDA device to benchmark",
+                     "install a CUDA build of torch, e.g. pip install torch --index-url "
+                     "https://download.pytorch.org/whl/cu130 (pick the cuXYZ matching your driver)")
+    if not f.cuda_available or f.device_count == 0:
+        return Check("cuda", FAIL, f"torch {f.torch_version} (CUDA {f.torch_cuda}) sees no CUDA device",
+                     "check `nvidia-smi` lists a GPU, that the driver supports CUDA "
+                     f"{f.torch_cuda} (a driver older than the toolkit torch was built with fails here), "
+                     "and that CUDA_VISIBLE_DEVICES does not hide it")
+    return Check("cuda", PASS, f"torch {f.torch_version} with CUDA {f.torch_cuda}: {f.device_count} device(s)")
+
+
+def check_device(f: EnvFacts) -> Check:
+    if not f.cuda_available:
+        return Check("device", SKIP, "no CUDA device")
+    cc = ".".join(map(str, f.capability)) if f.capability else "?"
+    return Check("device", PASS, f"{f.device_name}, compute capability {cc}, driver {f.driver or 'unknown'}")
+
+
+def _major(version: str | None) -> int | None:
+    m = re.match(r"(\d+)", version or "")
+    return int(m.group(1)) if m else None
+
+
+def check_nvcc(f: EnvFacts) -> Check:
+    if f.nvcc_path is None:
+        return Check("nvcc", FAIL, "nvcc is not on PATH: the kernel library cannot be compiled",
+                     f"install the CUDA toolkit {f.torch_cuda or ''} (same major version as torch's CUDA) and put "
+                     "its bin/ on PATH, or set CUDA_HOME to it")
+    if f.torch_cuda is None:
+        return Check("nvcc", WARN, f"nvcc {f.nvcc_version} found, but torch is a CPU-only build")
+    if _major(f.nvcc_version) != _major(f.torch_cuda):
+        return Check("nvcc", FAIL,
+                     f"nvcc {f.nvcc_version} ({f.nvcc_path}) but torch was built with CUDA {f.torch_cuda}: "
+                     "extensions fail to build or load when the major versions differ",
+                     f"install CUDA toolkit {_major(f.torch_cuda)}.x and put it first on PATH (or set CUDA_HOME), "
+                     f"or install torch built for CUDA {f.nvcc_version}: pip install torch --index-url "
+                     f"https://download.pytorch.org/whl/cu{(f.nvcc_version or '').replace('.', '')}")
+    return Check("nvcc", PASS, f"nvcc {f.nvcc_version} matches torch's CUDA {f.torch_cuda} ({f.nvcc_path})")
+
+
+def parse_arch_list(value: str) -> list[tuple[int, int, str]]:
+    """'8.0;9.0a 10.0+PTX' -> [(8, 0, ''), (9, 0, 'a'), (10, 0, '+PTX')]; named archs are ignored."""
+    out = []
+    for item in re.split(r"[;\s,]+", value.strip()):
+        m = re.fullmatch(r"(\d+)\.(\d+)([af]?)(\+PTX)?", item, flags=re.IGNORECASE)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2)), (m.group(3) or "") + (m.group(4) or "")))
+    return out
+
+
+def check_arch_list(f: EnvFacts) -> Check:
+    cc = f.capability
+    if not f.arch_list:
+        return Check("arch-list", PASS, "TORCH_CUDA_ARCH_LIST not set: extensions are built for this device's capability")
+    if cc is None:
+        return Check("arch-list", SKIP, f"TORCH_CUDA_ARCH_LIST={f.arch_list}; no device to compare it with")
+    entries = parse_arch_list(f.arch_list)
+    want = f"{cc[0]}.{cc[1]}"
+    # Specific ('a') suffixes unlock wgmma (sm_90a) and tcgen05 (sm_100a); without them those kernels cannot build.
+    suffix_needed = "a" if cc in ((9, 0), (10, 0)) else ""
+    exact = [e for e in entries if (e[0], e[1]) == cc]
+    ptx_below = [e for e in entries if e[2].upper().endswith("+PTX") and (e[0], e[1]) <= cc]
+    if not exact and not ptx_below:
+        return Check("arch-list", FAIL,
+                     f"TORCH_CUDA_ARCH_LIST={f.arch_list} has no code for this device ({want}): kernels will fail with "
+                     "'no kernel image is available for execution on the device'",
+                     f"export TORCH_CUDA_ARCH_LIST={want}{suffix_needed} (or unset it) and rebuild the kernels")
+    if suffix_needed and not any("a" in e[2].lower() for e in exact):
+        return Check("arch-list", WARN,
+                     f"TORCH_CUDA_ARCH_LIST={f.arch_list} builds {want} without the '{suffix_needed}' suffix: "
+                     f"{'wgmma' if cc == (9, 0) else 'tcgen05'} kernels need sm_{cc[0]}{cc[1]}{suffix_needed}",
+                     f"export TORCH_CUDA_ARCH_LIST={want}{suffix_needed}")
+    if not exact:
+        return Check("arch-list", WARN, f"TORCH_CUDA_ARCH_LIST={f.arch_list}: only PTX for this device ({want}); "
+                     "it is JIT-compiled at first use and may miss newer instructions",
+                     f"export TORCH_CUDA_ARCH_LIST={want}{suffix_needed}")
+    return Check("arch-list", PASS, f"TORCH_CUDA_ARCH_LIST={f.arch_list} covers this device ({want})")
+
+
+def check_ninja(f: EnvFacts) -> Check:
+    if f.ninja_path is None:
+        return Check("ninja", FAIL, "ninja not found: torch.utils.cpp_extension cannot build extensions",
+                     "pip install ninja (or apt-get install ninja-build)")
+    return Check("ninja", PASS, f"ninja at {f.ninja_path}")
+
+
+def check_cxx_build(f: EnvFacts) -> Check:
+    r = f.cxx_build
+    if r is None or r.skipped:
+        return Check("c++ extension", SKIP, r.skipped if r else "not run")
+    abi = f" (torch's C++11 ABI flag: {int(f.cxx_abi)})" if f.cxx_abi is not None else ""
+    if r.timed_out:
+        return Check("c++ extension", FAIL, f"building a one-function C++ extension did not finish: {r.detail}",
+                     "check the compiler is not waiting on a lock in ~/.cache/torch_extensions; rerun with more "
+                     "time (--build-timeout)")
+    if not r.ok:
+        return Check("c++ extension", FAIL, f"a one-function C++ extension failed to build or load: {r.detail}",
+                     f"install a C++ compiler compatible with torch's ABI{abi}: g++ 9 or newer on Linux "
+                     "(apt-get install g++), and make sure CXX, if set, points to it")
+    return Check("c++ extension", PASS, f"a C++ extension builds and loads{abi}")
+
+
+def check_kernels(f: EnvFacts) -> Check:
+    r = f.kernels
+    if not f.cuda_available:
+        return Check("kernel library", WARN, "no CUDA device: the kernel library cannot run here")
+    if r is None or r.skipped:
+        return Check("kernel library", WARN if r and "exposes" in r.skipped else SKIP, r.skipped if r else "not run")
+    if r.timed_out:
+        return Check("kernel library", FAIL, f"kernels_ext.build() did not finish: {r.detail}",
+                     "rerun with a longer --build-timeout; set TORCH_CUDA_ARCH_LIST to this device only to build less")
+    if not r.ok:
+        return Check("kernel library", FAIL, f"kernels_ext build/run failed: {r.detail}",
+                     "fix the first compiler error above (run `python -c 'import kernels_ext; kernels_ext.build()'` "
+                     "to see it in full); the nvcc and arch-list checks name the usual causes")
+    return Check("kernel library", PASS, f"kernels_ext builds, loads and add() is correct ({r.detail})")
+
+
+def check_nvml(f: EnvFacts) -> Check:
+    n = f.nvml
+    if not f.cuda_available:
+        return Check("nvml", SKIP, "no CUDA device")
+    if n is None or n.error:
+        return Check("nvml", WARN, f"NVML not readable ({n.error if n else 'not probed'}): runs record no clocks "
+                     "or power, and throttling goes unnoticed",
+                     "pip install nvidia-ml-py, and check the driver's libnvidia-ml.so is visible in the container")
+    power = f", power {n.power_w:.0f} W of {n.power_limit_w:.0f} W" if n.power_w is not None and n.power_limit_w else ""
+    return Check("nvml", PASS, f"SM clock {n.sm_mhz} MHz (max {n.sm_max_mhz}){power}")
+
+
+def check_clocks(f: EnvFacts) -> Check:
+    n = f.nvml
+    if not f.cuda_available:
+        return Check("clocks", SKIP, "no CUDA device")
+    if n is None or n.error:
+        return Check("clocks", SKIP, "NVML not readable")
+    bad = sorted(set(n.throttle_reasons) & _BAD_THROTTLE)
+    if bad:
+        return Check("clocks", WARN, f"the GPU is being slowed down: {', '.join(bad)}; timings will read slow",
+                     "check cooling and power (nvidia-smi -q -d PERFORMANCE), and that no other job loads the GPU")
+    if "user_defined_clocks" in n.throttle_reasons:
+        return Check("clocks", PASS, "SM clocks are locked (nvidia-smi -lgc): timings are repeatable")
+    if n.app_sm_mhz and n.sm_max_mhz and n.app_sm_mhz < n.sm_max_mhz:
+        return Check("clocks", PASS, f"application clock {n.app_sm_mhz} MHz below max {n.sm_max_mhz} MHz: "
+                     "kernels run at most at the application clock")
+    return Check("clocks", PASS, "clocks not locked: boost varies with load and temperature "
+                 f"(for steadier numbers: sudo nvidia-smi -lgc {n.sm_max_mhz or 'MHZ'})")
+
+
+def check_persistence(f: EnvFacts) -> Check:
+    n = f.nvml
+    if not f.cuda_available:
+        return Check("persistence", SKIP, "no CUDA device")
+    if n is None or n.error or n.persistence_mode is None:
+        return Check("persistence", SKIP, "persistence mode not readable")
+    if not n.persistence_mode:
+        return Check("persistence", WARN, "persistence mode is off: the driver unloads between runs, so the "
+                     "first CUDA call of every run is slow and clocks start cold",
+                     "sudo nvidia-smi -pm 1")
+    return Check("persistence", PASS, "persistence mode is on")
+
+
+def check_other_processes(f: EnvFacts) -> Check:
+    n = f.nvml
+    if not f.cuda_available:
+        return Check("other processes", SKIP, "no CUDA device")
+    if n is None or n.error:
+        return Check("other processes", SKIP, "NVML not readable")
+    if n.other_processes:
+        return Check("other processes", WARN, f"{len(n.other_processes)} other process(es) on this GPU: "
+                     f"{'; '.join(n.other_processes[:3])}: they steal time and bandwidth from timed kernels",
+                     "wait for them to finish, or pick an idle GPU with --device cuda:N")
+    return Check("other processes", PASS, "no other compute process on this GPU")
+
+
+CHECKS: tuple[Callable[[EnvFacts], Check], ...] = (
+    check_cuda, check_device, check_nvcc, check_arch_list, check_ninja, check_cxx_build, check_kernels,
+    check_nvml, check_clocks, check_persistence, check_other_processes,
+)
+
+
+def run_checks(facts: EnvFacts) -> list[Check]:
+    return [check(facts) for check in CHECKS]
+
+
+def exit_code(checks: list[Check]) -> int:
+    return 1 if any(c.status == FAIL for c in checks) else 0
+
+
+# ---------------------------------------------------------------- gathering the facts
+
+_CXX_PROBE = textwrap.dedent("""
+    import sys, tempfile
+    from torch.utils.cpp_extension import load_inline
+    src = "int64_t solbench_twice(int64_t x) { return 2 * x; }"
+    with tempfile.TemporaryDirectory() as d:
+        m = load_inline(name="solbench_doctor_cxx", cpp_sources=src, functions=["solbench_twice"],
+                        build_directory=d, verbose=False)
+        got = m.solbench_twice(21)
+    assert got == 42, f"extension returned {got}, expected 42"
+    print("OK built and loaded")
+""")
+
+_KERNELS_PROBE = textwrap.dedent("""
+    import torch, kernels_ext
+    if not (hasattr(kernels_ext, "build") and hasattr(kernels_ext, "add")):
+        print("SKIP kernels_ext exposes no build()/add()")
+        raise SystemExit(0)
+    kernels_ext.build()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(1 << 20, device="cuda", generator=g)
+    y = torch.randn(1 << 20, device="cuda", generator=g)
+    out = kernels_ext.add(x, y)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y)
+    print("OK add of 2^20 float32 elements matches torch")
+""")
+
+
+def run_probe(code: str, timeout_s: float, env: dict[str, str] | None = None) -> ProbeResult:
+    """Run `code` in a fresh Python; its last stdout line starting with OK/SKIP is the verdict."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        return ProbeResult(ok=False, detail=f"no result after {timeout_s:.0f} s", timed_out=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    if proc.returncode == 0 and last.startswith("SKIP"):
+        return ProbeResult(ok=False, detail="", skipped=last.removeprefix("SKIP").strip())
+    if proc.returncode == 0 and last.startswith("OK"):
+        return ProbeResult(ok=True, detail=last.removeprefix("OK").strip())
+    return ProbeResult(ok=False, detail=_error_line(proc.stderr or proc.stdout))
+
+
+def _error_line(text: str) -> str:
+    """The most telling line of a failed build: the first 'error', else the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if re.search(r"\berror\b", ln, flags=re.IGNORECASE) and not ln.startswith("Traceback"):
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _nvcc_facts() -> tuple[str | None, str | None]:
+    path = shutil.which("nvcc")
+    if path is None:
+        cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+        candidate = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else ""
+        path = candidate if candidate and os.path.isfile(candidate) else None
+    if path is None:
+        return None, None
+    try:
+        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return path, None
+    m = re.search(r"release (\d+\.\d+)", text)
+    return path, m.group(1) if m else None
+
+
+def _ninja_path() -> str | None:
+    path = shutil.which("ninja")
+    if path:
+        return path
+    try:
+        import ninja  # type: ignore[import-not-found]
+
+        return os.path.join(ninja.BIN_DIR, "ninja")
+    except Exception:
+        return None
+
+
+def nvml_facts(index: int) -> NvmlFacts:
+    try:
+        import pynvml
+    except ImportError as exc:
+        return NvmlFacts(error=f"pynvml not importable: {exc}")
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return NvmlFacts(error=f"nvmlInit failed: {exc}")
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        facts = NvmlFacts(
+            sm_mhz=pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            sm_max_mhz=pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        )
+        facts.app_sm_mhz = _try(lambda: pynvml.nvmlDeviceGetApplicationsClock(h, pynvml.NVML_CLOCK_SM))
+        facts.default_app_sm_mhz = _try(lambda: pynvml.nvmlDeviceGetDefaultApplicationsClock(h, pynvml.NVML_CLOCK_SM))
+        power = _try(lambda: pynvml.nvmlDeviceGetPowerUsage(h))
+        limit = _try(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h))
+        facts.power_w = power / 1000 if power is not None else None
+        facts.power_limit_w = limit / 1000 if limit is not None else None
+        mask = _try(lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+        facts.throttle_reasons = decode_throttle(mask or 0, pynvml)
+        mode = _try(lambda: pynvml.nvmlDeviceGetPersistenceMode(h))
+        facts.persistence_mode = None if mode is None else bool(mode == pynvml.NVML_FEATURE_ENABLED)
+        me = os.getpid()
+        procs = _try(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h)) or []
+        for p in procs:
+            if p.pid == me:
+                continue
+            name = _try(lambda p=p: pynvml.nvmlSystemGetProcessName(p.pid))
+            name = name.decode() if isinstance(name, bytes) else (name or "?")
+            mem = getattr(p, "usedGpuMemory", None)
+            facts.other_processes.append(f"{p.pid} {os.path.basename(name)}" + (f" ({mem / 2**20:.0f} MiB)" if mem else ""))
+        return facts
+    except Exception as exc:
+        return NvmlFacts(error=f"{type(exc).__name__}: {exc}")
+    finally:
+        _try(pynvml.nvmlShutdown)
+
+
+def decode_throttle(mask: int, pynvml: Any) -> list[str]:
+    names = {
+        "gpu_idle": "nvmlClocksThrottleReasonGpuIdle",
+        "applications_clocks": "nvmlClocksThrottleReasonApplicationsClocksSetting",
+        "sw_power_cap": "nvmlClocksThrottleReasonSwPowerCap",
+        "hw_slowdown": "nvmlClocksThrottleReasonHwSlowdown",
+        "sync_boost": "nvmlClocksThrottleReasonSyncBoost",
+        "sw_thermal": "nvmlClocksThrottleReasonSwThermalSlowdown",
+        "hw_thermal": "nvmlClocksThrottleReasonHwThermalSlowdown",
+        "hw_power_brake": "nvmlClocksThrottleReasonHwPowerBrakeSlowdown",
+        "user_defined_clocks": "nvmlClocksThrottleReasonUserDefinedClocks",
+    }
+    return [name for name, attr in names.items() if getattr(pynvml, attr, 0) and mask & getattr(pynvml, attr)]
+
+
+def _try(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def gather_facts(build: bool = True, build_timeout_s: float = KERNELS_BUILD_TIMEOUT_S,
+                 cxx_timeout_s: float = CXX_BUILD_TIMEOUT_S, device_index: int = 0) -> EnvFacts:
+    """Probe this machine. Initialises CUDA in this process (doctor is a standalone command)."""
+    import torch
+
+    f = EnvFacts(torch_version=torch.__version__, torch_cuda=torch.version.cuda)
+    f.cuda_available = bool(torch.cuda.is_available())
+    f.device_count = torch.cuda.device_count() if f.cuda_available else 0
+    if f.cuda_available and device_index < f.device_count:
+        props = torch.cuda.get_device_properties(device_index)
+        f.device_name, f.capability = props.name, (props.major, props.minor)
+        f.nvml = nvml_facts(device_index)
+        f.driver = _driver_version()
+    f.nvcc_path, f.nvcc_version = _nvcc_facts()
+    f.arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST") or None
+    f.ninja_path = _ninja_path()
+    f.cxx_abi = _try(lambda: bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    if not build:
+        f.cxx_build = ProbeResult(ok=False, detail="", skipped="skipped (--no-build)")
+        f.kernels = ProbeResult(ok=False, detail="", skipped="skipped (--no-build)")
+        return f
+    f.cxx_build = (run_probe(_CXX_PROBE, cxx_timeout_s) if f.ninja_path
+                   else ProbeResult(ok=False, detail="", skipped="needs ninja"))
+    if f.cuda_available and f.nvcc_path and f.ninja_path:
+        f.kernels = run_probe(_KERNELS_PROBE, build_timeout_s)
+    elif f.cuda_available:
+        f.kernels = ProbeResult(ok=False, detail="", skipped="needs nvcc and ninja")
+    return f
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            d = pynvml.nvmlSystemGetDriverVersion()
+            return d.decode() if isinstance(d, bytes) else d
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------- command
+
+_STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}
+
+
+def doctor_command(as_json: bool = False, build: bool = True, build_timeout_s: float = KERNELS_BUILD_TIMEOUT_S,
+                   console: Any = None, facts: EnvFacts | None = None) -> int:
+    """Print every check (or JSON) and return the exit code: 0 when nothing FAILed, else 1."""
+    from rich.console import Console
+
+    con = console or Console()
+    if facts is None:
+        if as_json:
+            facts = gather_facts(build, build_timeout_s)
+        else:
+            with con.status("checking (building a test extension can take a minute)..."):
+                facts = gather_facts(build, build_timeout_s)
+    checks = run_checks(facts)
+    code = exit_code(checks)
+    if as_json:
+        con.print_json(json.dumps({"ok": code == 0, "checks": [asdict(c) for c in checks], "facts": asdict(facts)}))
+        return code
+    for c in checks:
+        con.print(f"[{_STYLE[c.status]}]{c.status:<4}[/] {c.name:<16} {c.message}", highlight=False)
+        if c.fix and c.status in (FAIL, WARN):
+            con.print(f"{'':<4} {'':<16} [bold]fix:[/] {c.fix}", highlight=False)
+    if not facts.cuda_available:
+        con.print("[bold red]No CUDA device[/]: solbench can still run PyTorch baselines on the CPU, "
+                  "but CUDA kernels cannot be built or timed here.", highlight=False)
+    return code

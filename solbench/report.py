@@ -1,0 +1,294 @@
+"""A report document (Markdown or self-contained HTML) rendered from one results file.
+
+The report is first built as a list of blocks (heading, paragraph, list, table, image); two small
+renderers turn the same blocks into Markdown (images written next to the .md) or HTML (images
+embedded as base64 PNG), so both formats always say the same thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from solbench.compare import format_seconds, is_baseline, key_name, load_results, markdown_table, record_key
+from solbench.errors import UserError
+from solbench.roofline import plot_roofline, plot_sol_bars
+
+SOL_GOOD = 0.8  # "at or near speed of light" for the summary's fraction
+FAILED_STATUSES = ("failed", "error")
+REPORT_SUFFIXES = (".md", ".html", ".htm")
+
+
+# ---------------------------------------------------------------- numbers
+
+
+@dataclass
+class ImplSummary:
+    impl: str
+    is_baseline: bool
+    cases: int = 0  # attempted: everything but "skipped"
+    ok: int = 0
+    invalid: int = 0
+    failed: int = 0
+    skipped: int = 0
+    sols: list[float] = field(default_factory=list)  # ok records only, each capped at 1
+    speedups: dict[str, list[float]] = field(default_factory=dict)  # baseline -> per-case speedups
+
+    @property
+    def geomean_sol(self) -> float | None:
+        return geomean(self.sols)
+
+    @property
+    def at_sol(self) -> int:
+        return sum(1 for s in self.sols if s >= SOL_GOOD)
+
+    def geomean_speedup(self, baseline: str) -> float | None:
+        return geomean(self.speedups.get(baseline, []))
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def _median(rec: dict[str, Any]) -> float | None:
+    m = (rec.get("time_s") or {}).get("median")
+    return float(m) if m else None
+
+
+def baselines(run: dict[str, Any]) -> list[str]:
+    return sorted({str(r.get("impl")) for r in run.get("records", []) if is_baseline(r)})
+
+
+def summarize(run: dict[str, Any]) -> list[ImplSummary]:
+    """Per implementation: SOL geomean (capped at 1, ok only), cases at >= 0.8 SOL, speedups."""
+    records = run.get("records", [])
+    out: dict[str, ImplSummary] = {}
+    for rec in records:
+        impl = str(rec.get("impl"))
+        s = out.setdefault(impl, ImplSummary(impl, is_baseline(rec)))
+        status = rec.get("status")
+        if status == "skipped":
+            s.skipped += 1
+            continue
+        s.cases += 1
+        if status == "ok":
+            s.ok += 1
+            if rec.get("sol") is not None:
+                # Capped: a rounding excess must not lift a mean. (The harness marks real excess invalid.)
+                s.sols.append(min(float(rec["sol"]), 1.0))
+        elif status == "invalid":
+            s.invalid += 1
+        else:
+            s.failed += 1
+    ok_medians = {record_key(r): _median(r) for r in records if r.get("status") == "ok" and _median(r)}
+    for (op, case, dtype, impl), med in ok_medians.items():
+        for b in baselines(run):
+            base_med = ok_medians.get((op, case, dtype, b))
+            if b != impl and base_med:
+                out[impl].speedups.setdefault(b, []).append(base_med / med)
+    return sorted(out.values(), key=lambda s: (not s.is_baseline, s.impl))
+
+
+def summary_table(run: dict[str, Any]) -> pd.DataFrame:
+    rows = []
+    bases = baselines(run)
+    for s in summarize(run):
+        row: dict[str, Any] = {
+            "impl": s.impl,
+            "kind": "baseline" if s.is_baseline else "impl",
+            "cases": s.cases,
+            "ok": s.ok,
+            "geomean SOL": _pct(s.geomean_sol),
+            f">= {SOL_GOOD:.0%} SOL": f"{s.at_sol}/{s.cases}" if s.cases else "-",
+        }
+        for b in bases:
+            g = s.geomean_speedup(b)
+            row[f"speedup vs {b}"] = f"{g:.2f}x ({len(s.speedups[b])})" if g is not None else "-"
+        row["invalid"] = s.invalid
+        row["failed"] = s.failed
+        row["skipped"] = s.skipped
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def problems(run: dict[str, Any]) -> list[str]:
+    """Every failed, invalid or errored record with its reason."""
+    return [f"{key_name(record_key(r))}: {r.get('status')}: {r.get('message') or 'no message'}"
+            for r in run.get("records", []) if r.get("status") in ("invalid", *FAILED_STATUSES)]
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def op_table(run: dict[str, Any], op: str) -> pd.DataFrame:
+    rows = []
+    for r in run.get("records", []):
+        if r.get("op") != op:
+            continue
+        speed = r.get("speedup")
+        rows.append({
+            "shape": r.get("case"), "dtype": r.get("dtype"), "impl": r.get("impl"),
+            "median time": format_seconds(_median(r)),
+            "TFLOP/s": _num(r.get("tflops"), ".3g"), "GB/s": _num(r.get("gbps"), ".4g"),
+            "SOL %": _pct(r.get("sol")), "MFU %": _pct(r.get("mfu")),
+            # An invalid record's speedup is diagnosis, not a win: keep it out of the table.
+            "speedup": "-" if speed is None or r.get("status") != "ok"
+            else f"{speed:.2f}x vs {r.get('reference_baseline') or '?'}",
+            "status": r.get("status") if r.get("status") == "ok" else f"{r.get('status')}: {r.get('message', '')}",
+        })
+    return pd.DataFrame(rows)
+
+
+def env_table(run: dict[str, Any]) -> pd.DataFrame:
+    env, peaks = run.get("env") or {}, run.get("peaks") or {}
+    clocks = env.get("clocks") or {}
+    clock_text = (f"SM {clocks.get('sm_mhz')} MHz (max {clocks.get('sm_max_mhz')}), "
+                  f"memory {clocks.get('mem_mhz')} MHz" if clocks else "not readable")
+    items = [
+        ("device", env.get("device")), ("compute capability", env.get("compute_capability")),
+        ("SMs", env.get("sm_count")), ("clocks", clock_text), ("driver", env.get("driver")),
+        ("CUDA", env.get("cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
+        ("solbench", env.get("solbench")), ("commit", env.get("git_sha")), ("host", env.get("host")),
+        ("peaks", f"{peaks.get('name')} ({peaks.get('source')})"),
+        ("timer", (run.get("config") or {}).get("timer")), ("run", run.get("run_id")),
+        ("created", run.get("created")), ("command", run.get("command")),
+    ]
+    return pd.DataFrame([{"": k, "value": "-" if v is None else str(v)} for k, v in items])
+
+
+# ---------------------------------------------------------------- blocks
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # h1 h2 h3 p list table image
+    content: Any
+    name: str = ""  # image file stem
+
+
+def build_blocks(run: dict[str, Any], *, charts: bool = True) -> list[Block]:
+    env = run.get("env") or {}
+    blocks = [Block("h1", f"solbench report: {env.get('device', 'unknown device')}"),
+              Block("p", f"Run `{run.get('run_id')}`, {len(run.get('records', []))} records, peaks from "
+                         f"{(run.get('peaks') or {}).get('source')}. SOL = T_SOL / median time; geometric means "
+                         f"use ok records only, each SOL capped at 1; invalid and failed records are counted, "
+                         f"never scored.")]
+    blocks += [Block("h2", "Summary"), Block("table", summary_table(run))]
+    issues = problems(run)
+    if issues:
+        blocks += [Block("h3", f"Failed and invalid ({len(issues)})"), Block("list", issues)]
+    blocks += [Block("h2", "Environment"), Block("table", env_table(run))]
+    if charts:
+        blocks += _chart_blocks(run, None, "all")
+    for op in sorted({str(r.get("op")) for r in run.get("records", [])}):
+        blocks += [Block("h2", f"Op: {op}"), Block("table", op_table(run, op))]
+        if charts:
+            blocks += _chart_blocks(run, op, op)
+    return blocks
+
+
+def _chart_blocks(run: dict[str, Any], op: str | None, stem: str) -> list[Block]:
+    ops = [op] if op else None
+    out = []
+    for what, plot in (("roofline", plot_roofline), ("sol", plot_sol_bars)):
+        try:
+            fig, _ = plot([run], ops=ops)
+        except UserError:
+            continue  # nothing plottable for this op (e.g. every record failed): the table says why
+        out.append(Block("image", fig, name=f"{stem}-{what}"))
+    return out
+
+
+# ---------------------------------------------------------------- renderers
+
+
+def _png_bytes(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _safe(stem: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
+
+
+def render_markdown(blocks: Sequence[Block], output: Path) -> str:
+    """Markdown text; images are written next to `output` as <output stem>-<name>.png."""
+    parts = []
+    for b in blocks:
+        if b.kind in ("h1", "h2", "h3"):
+            parts.append("#" * int(b.kind[1]) + " " + b.content)
+        elif b.kind == "p":
+            parts.append(b.content)
+        elif b.kind == "list":
+            parts.append("\n".join(f"- {item}" for item in b.content))
+        elif b.kind == "table":
+            df: pd.DataFrame = b.content
+            parts.append(markdown_table(list(df.columns), df.astype(str).values.tolist()) if len(df) else "(none)")
+        elif b.kind == "image":
+            image = output.with_name(f"{_safe(output.stem)}-{_safe(b.name)}.png")
+            image.write_bytes(_png_bytes(b.content))
+            parts.append(f"![{b.name}]({image.name})")
+    return "\n\n".join(parts) + "\n"
+
+
+HTML_STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px}
+th{background:#f3f3f3}img{max-width:100%}"""
+
+
+def render_html(blocks: Sequence[Block], title: str) -> str:
+    """One self-contained HTML file: styles inline, charts as base64 PNG."""
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{HTML_STYLE}</style></head><body>"]
+    for b in blocks:
+        if b.kind in ("h1", "h2", "h3"):
+            parts.append(f"<{b.kind}>{html.escape(b.content)}</{b.kind}>")
+        elif b.kind == "p":
+            parts.append(f"<p>{html.escape(b.content)}</p>")
+        elif b.kind == "list":
+            parts.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b.content) + "</ul>")
+        elif b.kind == "table":
+            parts.append(b.content.to_html(index=False, escape=True, border=0))
+        elif b.kind == "image":
+            data = base64.b64encode(_png_bytes(b.content)).decode()
+            parts.append(f"<img alt='{html.escape(b.name)}' src='data:image/png;base64,{data}'>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(run: dict[str, Any], output: str | Path, *, charts: bool = True) -> Path:
+    output = Path(output)
+    suffix = output.suffix.lower()
+    if suffix not in REPORT_SUFFIXES:
+        raise UserError(f"unsupported report type {output.suffix or '(none)'!r}; use .md or .html", file=output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    blocks = build_blocks(run, charts=charts)
+    if suffix == ".md":
+        text = render_markdown(blocks, output)
+    else:
+        text = render_html(blocks, blocks[0].content)
+    output.write_text(text)
+    return output
+
+
+def run_report(path: str | Path, output: str | Path, *, charts: bool = True) -> Path:
+    """What `solbench report` does."""
+    return write_report(load_results(path), output, charts=charts)

@@ -1,0 +1,205 @@
+"""Results files: the one place every number solbench shows comes from. Format: docs/RESULTS.md."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from solbench import __version__
+from solbench.errors import UserError
+
+RESULTS_SCHEMA = "solbench.results/1"
+STATUSES = ("ok", "failed", "invalid", "error", "skipped")
+
+
+@dataclass
+class Record:
+    op: str
+    case: str
+    params: dict[str, Any]
+    dtype: str
+    impl: str
+    kind: str                     # baseline | impl
+    status: str                   # ok | failed | invalid | error | skipped
+    message: str = ""
+    reference_baseline: str | None = None
+    compute_unit: str | None = None
+    peak_key: str | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    intensity: float | None = None
+    peak_flops: float | None = None
+    peak_bandwidth: float | None = None
+    t_sol_s: float | None = None
+    bound: str | None = None
+    timer: str | None = None
+    time_s: dict[str, float] | None = None
+    samples_s: list[float] | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    sol: float | None = None
+    mfu: float | None = None
+    mbu: float | None = None
+    speedup: float | None = None
+    correct: bool | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    norm_rel_err: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    telemetry: dict[str, Any] | None = None
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.kind == "baseline"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.case, self.dtype, self.impl)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["is_baseline"] = self.is_baseline
+        return _finite(d)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Record":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Run:
+    env: dict[str, Any]
+    peaks: dict[str, Any]
+    config: dict[str, Any]
+    records: list[Record]
+    command: str = ""
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    run_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.run_id:
+            stamp = self.created.replace("-", "").replace(":", "")
+            device = re.sub(r"[^a-z0-9]+", "-", str(self.env.get("device", "device")).lower()).strip("-")
+            self.run_id = f"{stamp}-{device}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RESULTS_SCHEMA,
+            "run_id": self.run_id,
+            "created": self.created,
+            "command": self.command,
+            "env": _finite(self.env),
+            "peaks": _finite(self.peaks),
+            "config": self.config,
+            "records": [r.to_json() for r in self.records],
+        }
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf or NaN: write null (the record's status and message say why)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def fill_speedups(records: Iterable[Record], baseline: str | None = None) -> None:
+    """speedup = median of the reference baseline / median of this record, per (op, case, dtype)."""
+    records = list(records)
+    by_case: dict[tuple[str, str, str], list[Record]] = {}
+    for r in records:
+        by_case.setdefault((r.op, r.case, r.dtype), []).append(r)
+    for group in by_case.values():
+        baselines = [r for r in group if r.is_baseline]
+        chosen = next((r for r in baselines if r.impl == baseline), None) if baseline else None
+        chosen = chosen or (baselines[0] if baselines else None)
+        if chosen is None:
+            continue
+        base_t = chosen.time_s["median"] if chosen.status == "ok" and chosen.time_s else None
+        for r in group:
+            r.reference_baseline = chosen.impl
+            if r.status == "ok" and r.time_s and base_t:
+                r.speedup = base_t / r.time_s["median"]
+
+
+def write_run(run: Run, path: Path) -> Path:
+    """Write atomically: a temporary file in the same folder, renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(run.to_json(), f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_run(path: Path) -> dict[str, Any]:
+    """Read and check a results file; errors name the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError("results file not found", file=path) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"not a readable JSON results file: {exc}", file=path) from None
+    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise UserError(f"expected schema '{RESULTS_SCHEMA}', found {found!r}", file=path, field="schema")
+    for key in ("env", "peaks", "records"):
+        if key not in data:
+            raise UserError("missing required field", file=path, field=key)
+    for i, rec in enumerate(data["records"]):
+        for key in ("op", "case", "dtype", "impl", "status"):
+            if key not in rec:
+                raise UserError("missing required field", file=path, field=f"records[{i}].{key}")
+        if rec["status"] not in STATUSES:
+            raise UserError(f"unknown status {rec['status']!r}", file=path, field=f"records[{i}].status")
+    return data
+
+
+def load_records(path: Path) -> list[Record]:
+    return [Record.from_json(r) for r in load_run(path)["records"]]
+
+
+def write_csv(records: Iterable[Record], path: Path) -> Path:
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        row = {k: v for k, v in r.to_json().items() if k not in ("samples_s", "time_s", "params", "telemetry", "warnings")}
+        row.update({f"time_{k}": v for k, v in (r.time_s or {}).items()})
+        row.update({f"param_{k}": v for k, v in r.params.items()})
+        row["warnings"] = "; ".join(r.warnings)
+        rows.append(row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def git_sha(cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=cwd or Path(__file__).resolve().parent)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def solbench_version() -> str:
+    return __version__

@@ -1,0 +1,213 @@
+"""Calibration files: format round trip, what `measured_peaks` returns, and a real (tiny) CPU calibration."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from solbench import calibrate as cal
+from solbench.errors import UserError
+from solbench.hardware import DeviceInfo, Peaks
+
+
+def fake_gpu_calibration() -> cal.Calibration:
+    """A calibration as measure_gpu would assemble it, from made-up H200-like measurements."""
+    gib = 2**30
+    results = [
+        cal.Measured("copy", "B/s", gib, 2.0 * gib, 2.0 * gib / 4.2e12, 4.2e12),
+        cal.Measured("copy", "B/s", 2 * gib, 4.0 * gib, 4.0 * gib / 4.3e12, 4.3e12),   # the best size wins
+        cal.Measured("read", "B/s", gib, 1.0 * gib, gib / 4.4e12, 4.4e12),            # read beats copy
+        cal.Measured("write", "B/s", gib, 1.0 * gib, gib / 4.1e12, 4.1e12),
+        cal.Measured("l2_read", "B/s", 15 * 2**20, 1.0, 1.0, 9.0e12),
+        cal.Measured("matmul_fp32", "FLOP/s", 8192, 1.1e12, 1.1e12 / 51e12, 51e12),
+        cal.Measured("matmul_tf32", "FLOP/s", 8192, 1.1e12, 1.1e12 / 361e12, 361e12),
+        cal.Measured("matmul_bf16", "FLOP/s", 8192, 1.1e12, 1.1e12 / 700e12, 700e12),
+        cal.Measured("matmul_fp16", "FLOP/s", 8192, 1.1e12, 1.1e12 / 664e12, 664e12),
+        cal.Measured("matmul_fp8", "FLOP/s", 0, 0.0, float("inf"), 0.0, note="failed: RuntimeError"),
+    ]
+    return cal._assemble(results, device_kind="cuda", name="NVIDIA H200", sm_count=132, memory_bytes=150_121_545_728,
+                         cc="9.0", l2_bytes=62914560, driver="580.159.04", cuda="13.0", torch_version="2.11.0+cu130",
+                         clocks={"sm_mhz_min": 1755, "sm_mhz_max": 1980}, quick=False)
+
+
+def test_fingerprint_is_file_safe_and_distinguishes_memory_sizes() -> None:
+    a = cal.fingerprint("NVIDIA A100-SXM4-40GB", 108, 40 * 2**30)
+    b = cal.fingerprint("NVIDIA A100-SXM4-80GB", 108, 80 * 2**30)
+    assert a == "nvidia-a100-sxm4-40gb-108sm-40gib"
+    assert a != b and all(ch.isalnum() or ch == "-" for ch in a + b)
+    info = DeviceInfo(kind="cuda", name="NVIDIA H200", sm_count=132, memory_bytes=150_121_545_728)
+    assert cal.fingerprint_for(info) == fake_gpu_calibration().fingerprint
+
+
+def test_assemble_picks_best_rates_and_drops_failed_measurements() -> None:
+    c = fake_gpu_calibration()
+    assert c.schema == "solbench.calibration/1"
+    assert c.memory_bandwidth == 4.3e12          # copy: best of the sizes
+    assert c.read_bandwidth == 4.4e12 and c.write_bandwidth == 4.1e12 and c.l2_bandwidth == 9.0e12
+    assert c.simt == {"fp32": 51e12}
+    assert c.tensor == {"tf32": 361e12, "bf16": 700e12, "fp16": 664e12}   # the failed fp8 is absent, not zero
+    assert any(m["note"].startswith("failed") for m in c.measurements)    # but the failure is recorded
+
+
+def test_json_round_trip_through_file(tmp_path: Path) -> None:
+    c = fake_gpu_calibration()
+    path = cal.write_calibration(c, tmp_path)
+    assert path == tmp_path / f"{c.fingerprint}.json"
+    by_fingerprint = cal.load_calibration(c.fingerprint, tmp_path)
+    by_path = cal.load_calibration(path)
+    assert by_fingerprint == by_path == json.loads(json.dumps(c.to_json()))
+    assert not list(tmp_path.glob("*.tmp"))      # the atomic write left nothing behind
+
+
+def test_measured_peaks_from_a_loaded_calibration(tmp_path: Path) -> None:
+    c = fake_gpu_calibration()
+    cal.write_calibration(c, tmp_path)
+    peaks = cal.measured_peaks(cal.load_calibration(c.fingerprint, tmp_path))
+    assert isinstance(peaks, Peaks) and peaks.source == "measured" and peaks.name == "NVIDIA H200"
+    # The ceiling is the best direction measured (read here), so no streaming kernel scores SOL > 1 against it.
+    assert peaks.memory_bandwidth == 4.4e12
+    assert peaks.simt == c.simt and peaks.tensor == c.tensor
+    assert peaks.compute_peak("tensor", "bf16") == 700e12
+    assert peaks.clock_mhz == 1980 and peaks.l2_bytes == 62914560
+
+
+def test_measured_peaks_borrows_unmeasured_keys_from_the_fallback() -> None:
+    sheet = Peaks(name="NVIDIA H200 SXM", source="datasheet", memory_bandwidth=4.8e12,
+                  simt={"fp32": 66.9e12, "fp64": 33.5e12}, tensor={"bf16": 989.4e12, "fp8": 1978.9e12})
+    peaks = cal.measured_peaks(fake_gpu_calibration().to_json(), fallback=sheet)
+    assert peaks.simt["fp32"] == 51e12                 # measured wins
+    assert peaks.simt["fp64"] == 33.5e12 and peaks.tensor["fp8"] == 1978.9e12
+    assert "simt.fp64" in peaks.notes and "tensor.fp8" in peaks.notes
+
+
+def test_measured_peaks_for_a_probed_device(tmp_path: Path) -> None:
+    cache_dir = tmp_path / "results" / "cache"              # what the runner passes
+    c = fake_gpu_calibration()
+    cal.write_calibration(c, tmp_path / "results" / "calibration")
+    info = DeviceInfo(kind="cuda", name="NVIDIA H200", sm_count=132, memory_bytes=150_121_545_728)
+    peaks = cal.measured_peaks(info, cache_dir)
+    assert peaks.source == "measured" and peaks.tensor["bf16"] == 700e12
+    assert peaks.tensor["fp8"] == pytest.approx(1978.9e12)  # borrowed from specs/gpus/h200.yaml
+    other = DeviceInfo(kind="cuda", name="NVIDIA L4", sm_count=58, memory_bytes=23 * 2**30)
+    with pytest.raises(UserError, match="solbench calibrate"):
+        cal.measured_peaks(other, cache_dir, calibrate_if_missing=False)
+    with pytest.raises(UserError, match="CUDA"):
+        cal.measured_peaks(DeviceInfo(kind="cpu", name="cpu"), cache_dir)
+
+
+def test_load_calibration_missing_and_malformed(tmp_path: Path) -> None:
+    assert cal.load_calibration("nope", tmp_path) is None
+    bad = tmp_path / "old.json"
+    bad.write_text(json.dumps({"schema": "solbench.calibration/0", "device": "x"}))
+    with pytest.raises(UserError) as exc:
+        cal.load_calibration(bad)
+    assert exc.value.field == "schema" and "old.json" in str(exc.value)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(UserError, match="cannot read calibration"):
+        cal.load_calibration(broken)
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps({**fake_gpu_calibration().to_json(), "memory_bandwidth": 0}))
+    with pytest.raises(UserError) as exc:
+        cal.load_calibration(zero)
+    assert exc.value.field == "memory_bandwidth"
+
+
+def test_comparison_rows_give_ratios_against_the_datasheet() -> None:
+    sheet = Peaks(name="H200", source="datasheet", memory_bandwidth=4.8e12, simt={"fp32": 66.9e12},
+                  tensor={"bf16": 989.4e12})
+    rows = {r[0]: r for r in cal.comparison_rows(fake_gpu_calibration().to_json(), sheet)}
+    label, measured, datasheet, ratio = rows["DRAM copy (GB/s)"]
+    assert measured == pytest.approx(4300) and datasheet == pytest.approx(4800)
+    assert ratio == pytest.approx(4.3 / 4.8)
+    assert rows["bf16 tensor (TFLOP/s)"][3] == pytest.approx(700 / 989.4)
+    assert rows["tf32 tensor (TFLOP/s)"][2] is None          # no datasheet figure: no ratio invented
+
+
+def test_cpu_calibration_runs_quickly_with_positive_numbers(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    c = cal.measure_cpu(quick=True, repeats=2)
+    assert time.perf_counter() - t0 < 10
+    assert c.device_kind == "cpu" and c.fingerprint.endswith("t")
+    for value in (c.memory_bandwidth, c.read_bandwidth, c.write_bandwidth, c.simt["fp32"], *c.tensor.values()):
+        assert value > 0
+    # On the CPU every precision shares one ceiling: the fastest measured matmul.
+    assert c.simt["fp32"] == max(m["rate"] for m in c.measurements if m["what"].startswith("matmul_"))
+    path = cal.write_calibration(c, tmp_path)
+    assert cal.measured_peaks(cal.load_calibration(path)).memory_bandwidth >= c.memory_bandwidth
+
+
+def test_calibrate_command_on_cpu_writes_the_file(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    path = cal.calibrate_command("cpu", tmp_path, quick=True, json_out=tmp_path / "copy.json",
+                                 console=Console(file=buf, width=160))
+    assert path.is_file() and (tmp_path / "copy.json").is_file()
+    assert "DRAM copy" in buf.getvalue() and str(path) in buf.getvalue()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_gpu_calibration_is_below_the_datasheet(tmp_path: Path) -> None:
+    """A measured ceiling above the datasheet means a timing or byte-count bug, never a fast GPU."""
+    from solbench import hardware
+
+    c = cal.measure_gpu("cuda:0", quick=True)
+    info = hardware.probe_device("cuda:0")
+    table = hardware.match_table(info, hardware.load_gpu_tables())
+    assert c.memory_bandwidth > 0 and c.tensor
+    if table is not None:
+        sheet = table.peaks()
+        for label, measured, datasheet, ratio in cal.comparison_rows(c.to_json(), sheet):
+            if ratio is not None:
+                assert ratio <= 1.02, f"{label}: measured {measured:.1f} > datasheet {datasheet:.1f}"
+
+
+class _CpuEvent:
+    """Stands in for torch.cuda.Event so the GPU measuring code can run on the CPU in a test."""
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, other: "_CpuEvent") -> float:
+        return (other.t - self.t) * 1e3
+
+
+def test_gpu_measuring_functions_count_bytes_and_flops_right() -> None:
+    """Runs the GPU code paths on the CPU (a torch shim with fake events): checks the work each one counts."""
+    import types
+
+    import torch
+
+    class Shim:
+        def __getattr__(self, name: str):
+            return getattr(torch, name)
+
+    shim = Shim()
+    shim.cuda = types.SimpleNamespace(Event=_CpuEvent, synchronize=lambda: None)
+    dev, size, noop = torch.device("cpu"), 4 * 2**20, (lambda: None)
+    for what in ("copy", "read", "write"):
+        m = cal._dram(shim, dev, what, size, noop)
+        assert m.work == size and m.rate > 0, m      # copy: src + dst together make up the working set
+    m = cal._l2_read(shim, dev, size, noop)
+    assert m.work == cal.L2_READ_PASSES * size and m.rate > 0
+    m = cal._matmul(shim, dev, "fp32", 64, noop)
+    assert m.work == 2 * 64**3 and m.what == "matmul_fp32" and m.rate > 0
