@@ -21,8 +21,8 @@ from solbench.timing import TimingConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="How close is this kernel to the hardware's speed of light, and is it faster than PyTorch?")
-out = Console()
-err = Console(stderr=True)
+out = ui.make_console()
+err = ui.make_console(stderr=True)
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -33,7 +33,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -156,12 +156,14 @@ def _execute(plans: list[runner.OpPlan], config: runner.RunConfig, probe: runner
 
 
 def _print_header(info: hardware.DeviceInfo, peaks: hardware.Peaks, warnings: list[str]) -> None:
-    out.print(f"[bold]device[/] {info.name} ({info.kind})  [bold]peaks[/] {peaks.name} [{peaks.source}]: "
-              f"{peaks.memory_bandwidth / 1e9:,.0f} GB/s, "
-              + ", ".join(f"{k} {v / 1e12:,.1f}" for k, v in {**peaks.simt, **{f'tc-{k}': v for k, v in peaks.tensor.items()}}.items())
-              + " TFLOP/s")
+    from rich.markup import escape
+
+    compute = {f"fp32 {peaks.simt['fp32'] / 1e12:,.1f}"} if "fp32" in peaks.simt else set()
+    compute |= {f"{k} {v / 1e12:,.1f}" for k, v in peaks.tensor.items() if k != "fp32"}
+    out.print(f"[bold]device[/] {escape(info.name)} ({info.kind})   [bold]peaks[/] {escape(peaks.name)} "
+              f"({peaks.source}): {peaks.memory_bandwidth / 1e9:,.0f} GB/s; TFLOP/s " + ", ".join(sorted(compute)))
     for w in warnings:
-        out.print(f"[bold yellow]WARNING[/] {w}")
+        out.print(f"[bold yellow]WARNING[/] {escape(w)}")
 
 
 def _env_json(info: hardware.DeviceInfo) -> dict[str, Any]:

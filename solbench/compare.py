@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -155,7 +155,6 @@ class PairResult:
     metric: str
     base_value: float | None  # median time (s) or SOL
     new_value: float | None
-    new_record: dict[str, Any] = field(repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -275,7 +274,7 @@ def compare_runs(
         else:
             v = decide(b_s, n_s, threshold=threshold, alpha=alpha, seed=pair_seed)
         result.pairs.append(PairResult(key, v, metric, _display_value(brec, metric),
-                                       _display_value(nrec, metric), nrec))
+                                       _display_value(nrec, metric)))
     result.pairs.sort(key=_worst_first)
     return result
 
@@ -388,10 +387,6 @@ def to_markdown(result: CompareResult) -> str:
     return "\n".join(lines)
 
 
-def _verdict_dict(v: Verdict) -> dict[str, Any]:
-    return asdict(v)
-
-
 def to_json(result: CompareResult, fail_on: Iterable[str] = ("slower",)) -> dict[str, Any]:
     def problem(p: Problem) -> dict[str, Any]:
         return {"name": p.name, "key": list(p.key), "base_status": p.base_status,
@@ -405,7 +400,7 @@ def to_json(result: CompareResult, fail_on: Iterable[str] = ("slower",)) -> dict
         "rule": rule_text(result),
         "counts": {v: result.count(v) for v in VERDICT_ORDER},
         "pairs": [{"name": p.name, "key": list(p.key), "base": p.base_value, "new": p.new_value,
-                   **_verdict_dict(p.verdict)} for p in result.pairs],
+                   **asdict(p.verdict)} for p in result.pairs],
         "missing": [problem(p) for p in result.missing],
         "failed": [problem(p) for p in result.failed],
         "recovered": [problem(p) for p in result.recovered],

@@ -14,6 +14,12 @@ from solbench.results import Record
 _STATUS_STYLE = {"ok": "green", "failed": "red", "invalid": "bold red", "error": "red", "skipped": "dim"}
 
 
+def make_console(stderr: bool = False) -> Console:
+    """Tables are wide: when output goes to a file or a pipe, do not squeeze them into 80 columns."""
+    probe = Console(stderr=stderr)
+    return Console(stderr=stderr, width=None if probe.is_terminal else 200)
+
+
 def make_progress(console: Console) -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console, transient=False)

@@ -103,8 +103,10 @@ def summarize(run: dict[str, Any]) -> list[ImplSummary]:
 
 def summary_table(run: dict[str, Any]) -> pd.DataFrame:
     rows = []
-    bases = baselines(run)
-    for s in summarize(run):
+    summaries = summarize(run)
+    # Only baselines that share at least one ok case with something: others would be a column of "-".
+    bases = [b for b in baselines(run) if any(s.speedups.get(b) for s in summaries)]
+    for s in summaries:
         row: dict[str, Any] = {
             "impl": s.impl,
             "kind": "baseline" if s.is_baseline else "impl",

@@ -135,7 +135,16 @@ def roofs_for(run: dict[str, Any], units: Iterable[tuple[str, str]], prefix: str
             flops = _peak(block, unit, key)
             if flops:
                 roofs.append(Roof(f"{prefix}{key} {unit} (measured)", flops, mbw, True))
-    return roofs
+    return merge_equal_roofs(roofs)
+
+
+def merge_equal_roofs(roofs: Sequence[Roof]) -> list[Roof]:
+    """One line per distinct ceiling: bf16 and fp16 share a roof on most GPUs, and drawing two
+    identical lines would only stack their labels on top of each other."""
+    merged: dict[tuple[float, float, bool], list[str]] = {}
+    for r in roofs:
+        merged.setdefault((r.flops, r.bandwidth, r.measured), []).append(r.label)
+    return [Roof(", ".join(labels), flops, bw, measured) for (flops, bw, measured), labels in merged.items()]
 
 
 # ---------------------------------------------------------------- points
@@ -179,8 +188,8 @@ def record_point(run: dict[str, Any], rec: dict[str, Any]) -> Point | str:
 def _colors(names: Sequence[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10"]
-    return {n: cmap(i % 10) for i, n in enumerate(names)}
+    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
 
 
 def _markers(names: Sequence[str]) -> dict[str, str]:
@@ -256,7 +265,9 @@ def plot_roofline(
     ax.set_title(title or _title(runs, "Roofline"))
     _roofline_legend(ax, points, len(error_names))
     if error_names:
-        shown = "; ".join(error_names[:4]) + (f"; +{len(error_names) - 4} more" if len(error_names) > 4 else "")
+        # Names only: the reasons are long and live in the summary, the CLI output and the report.
+        names = [p.name for p in points if p.error]
+        shown = ", ".join(names[:3]) + (f", +{len(names) - 3} more" if len(names) > 3 else "")
         # supxlabel, not fig.text: constrained layout keeps it clear of the axis label.
         fig.supxlabel(f"Not a win (SOL > 1 or invalid): {shown}", color=ERROR_COLOR, fontsize=8,
                       gid="caption:errors")
@@ -341,12 +352,16 @@ def _roofline_legend(ax: Any, points: Sequence[Point], n_errors: int) -> None:
     markers = _markers(sorted({p.impl for p in points}))
     handles: list[Any] = [Patch(color=c, label=op) for op, c in colors.items()]
     handles += [Line2D([], [], marker=m, color="gray", ls="none", label=impl) for impl, m in markers.items()]
-    handles.append(Line2D([], [], color="black", ls="-", label="datasheet roof"))
-    handles.append(Line2D([], [], color="black", ls="--", label="measured ceiling"))
+    styles = {ln.get_linestyle() for ln in ax.get_lines() if str(ln.get_gid() or "").startswith("roof:")}
+    if "-" in styles:
+        handles.append(Line2D([], [], color="black", ls="-", label="datasheet roof"))
+    if "--" in styles:
+        handles.append(Line2D([], [], color="black", ls="--", label="measured ceiling"))
     if n_errors:
         handles.append(Line2D([], [], marker="X", color=ERROR_COLOR, ls="none",
                               label=f"SOL > 1 / invalid ({n_errors})"))
-    ax.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.85)
+    # Outside the axes: inside, it hides the points at low intensity.
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.85)
 
 
 # ---------------------------------------------------------------- SOL bars

@@ -95,6 +95,13 @@ def test_every_precision_present_gets_its_own_roof():
     assert len(_lines(fig, "roof:")) == 5  # four compute roofs + memory
 
 
+def test_precisions_with_the_same_peak_share_one_labelled_roof():
+    recs = [make_record(dtype="bfloat16", peak_key="bf16"), make_record(dtype="float16", peak_key="fp16")]
+    fig, s = plot_roofline([make_run(recs)])
+    assert s.roofs == ["bf16 tensor, fp16 tensor"]
+    assert len(_lines(fig, "roof:")) == 2  # that roof + memory
+
+
 def test_measured_ceilings_are_dashed_next_to_datasheet_roofs():
     run = mixed_run()
     run["peaks"]["measured"] = {"memory_bandwidth": 4.28e12, "tensor": {"bf16": 680e12}, "simt": {"fp32": 51.3e12}}
@@ -108,6 +115,8 @@ def test_measured_ceilings_are_dashed_next_to_datasheet_roofs():
     measured["peaks"]["source"] = "measured"
     fig, _ = plot_roofline([measured])
     assert {ln.get_linestyle() for ln in _lines(fig, "roof:")} == {"--"}
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "measured ceiling" in legend and "datasheet roof" not in legend
 
 
 def test_runs_from_two_gpus_get_their_own_roofs():
