@@ -78,7 +78,8 @@ def run(
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline that speedups are measured against."),
     quick: bool = typer.Option(False, "--quick", help="Only the first (small) case of each op."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    peaks: str = typer.Option("datasheet", "--peaks", help="datasheet, measured, or a peak-table YAML file."),
+    peaks: str = typer.Option("datasheet", "--peaks", help="datasheet, measured, at-clock (datasheet compute peak "
+                              "scaled by the SM clock NVML observed), or a peak-table YAML file."),
     specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs (repeatable; also $SOLBENCH_SPECS)."),
     out_dir: Path = typer.Option(runner.DEFAULT_RESULTS_DIR, "--out", help="Folder for the results file."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results file here."),
@@ -90,14 +91,21 @@ def run(
     fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop after the first failing op."),
     no_isolate: bool = typer.Option(False, "--no-isolate", help="Run ops in this process (faster start, no crash isolation)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the random inputs."),
+    # (timing helper) --timer picks the CUDA timer; a CPU run always uses the wall clock.
+    timer: str = typer.Option("events", "--timer", help="CUDA timer: events (default), graph or cupti."),
 ) -> None:
     """Check, time and score each op's implementations and baselines; write a results file."""
     if rse <= 0 or budget <= 0 or min_samples < 1:
         raise UserError("--rse and --budget must be positive and --min-samples at least 1")
+    # (timing helper) validate --timer; `--peaks at-clock` = datasheet peaks re-scored at the observed SM clock
+    from solbench.timing import TIMERS
+    if timer not in TIMERS:
+        raise UserError(f"unknown timer '{timer}' (use {', '.join(TIMERS)})", field="--timer")
     config = runner.RunConfig(
         ops=_csv(ops) or ("all",), dtypes=_canonical_dtypes(_csv(dtypes)), shape=parse_shape(shape),
         impls=_csv(impls), baseline=baseline, quick=quick, device=device, peaks=peaks,
-        timing=TimingConfig(rse_target=rse, budget_s=budget, min_samples=min_samples),
+        timing=TimingConfig(timer=timer, rse_target=rse, budget_s=budget, min_samples=min_samples,
+                            peaks_at_clock=peaks == "at-clock"),
         timeout_s=timeout, fail_fast=fail_fast, isolate=not no_isolate, seed=seed,
         cache_dir=out_dir / "cache",
     )
@@ -360,6 +368,21 @@ def doctor_cmd(
 
 
 # ---- kernel commands (build) ----
+
+@app.command("build")
+@user_errors
+def build_kernels(verbose: bool = typer.Option(False, "--verbose", help="Show the compiler's commands and output.")) -> None:
+    """Build the CUDA kernel library ahead of time (otherwise it builds on first use)."""
+    import kernels_ext
+
+    with err.status("building kernels_ext...") as status:
+        try:
+            path = kernels_ext.build(verbose=verbose, progress=lambda msg: status.update(msg))
+        except kernels_ext.KernelBuildError as exc:
+            err.print(f"[bold red]build failed:[/] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+    out.print(f"kernels_ext: {path}")
+
 
 
 def main() -> None:

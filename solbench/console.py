@@ -106,4 +106,12 @@ def summary_lines(records: list[Record]) -> list[str]:
     noisy = [r for r in records if r.status == "ok" and any("noise target" in w for w in r.warnings)]
     if noisy:
         lines.append(f"[yellow]{len(noisy)} record(s) did not reach the noise target within the time budget[/]")
+    # (timing helper) clock telemetry: persistent throttling, or telemetry off altogether
+    throttled = [r for r in records if any("throttling persisted" in w for w in r.warnings)]
+    if throttled:
+        lines.append(f"[bold yellow]{len(throttled)} record(s) measured while the GPU kept throttling "
+                     f"(clock or thermal/power limit; see each record's telemetry)[/]")
+    off = {r.telemetry.get("reason") for r in records if r.telemetry and r.telemetry.get("enabled") is False}
+    if off:
+        lines.append(f"[dim]{'; '.join(sorted(str(o) for o in off))}[/]")
     return lines

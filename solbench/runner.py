@@ -151,6 +151,8 @@ def resolve_peaks(probe: Probe, mode: str, cache_dir: Path) -> tuple[Peaks, list
         if probe.cpu_peaks is None:
             raise RuntimeError("CPU peaks were not measured")
         return probe.cpu_peaks, []
+    # (timing helper) at-clock = datasheet peaks; each record's compute peak is rescaled in the worker
+    mode = "datasheet" if mode == "at-clock" else mode
     if mode not in ("datasheet", "measured"):
         return hardware.load_peaks_file(Path(mode)), []
     if mode == "measured":
@@ -262,9 +264,14 @@ def _run_in_worker(target: str, payload: Any, isolate: bool, timeout_s: float,
         _worker_main(target, payload, _ListQueue(keep))
         return messages
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    proc = ctx.Process(target=_worker_main, args=(target, payload, q), daemon=True)
+    # (timing helper) a pipe, not a Queue: Connection.send has written the message when it returns, while
+    # Queue.put leaves it to a feeder thread that a crashing worker (SIGSEGV) kills first, losing records
+    # measured before the crash.
+    reader, writer = ctx.Pipe(duplex=False)
+    q = _PipeReader(reader)
+    proc = ctx.Process(target=_worker_main, args=(target, payload, _PipeWriter(writer)), daemon=True)
     proc.start()
+    writer.close()
     deadline = time.monotonic() + timeout_s
     finished = False
     while not finished:
@@ -305,6 +312,31 @@ def _exit_reason(code: int | None) -> str:
         except ValueError:
             return f"worker process killed by signal {-code}"
     return f"worker process exited with code {code}"
+
+
+class _PipeWriter:
+    """(timing helper) The worker's end of the pipe, with the queue interface _worker_main uses."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def put(self, item: tuple[str, Any]) -> None:
+        self.conn.send(item)
+
+
+class _PipeReader:
+    """(timing helper) The parent's end: get(timeout) like a queue; raises queue.Empty on no data or EOF."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def get(self, timeout: float) -> tuple[str, Any]:
+        try:
+            if self.conn.poll(timeout):
+                return self.conn.recv()
+        except (EOFError, OSError):  # the worker is gone and everything it sent has been read
+            time.sleep(min(timeout, 0.05))
+        raise queue_mod.Empty
 
 
 class _ListQueue:

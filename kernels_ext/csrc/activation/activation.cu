@@ -1,0 +1,119 @@
+// Activations on the shared pointwise map kernel.
+//
+// Accuracy policy (no --use_fast_math in this library): float32 outputs use the
+// accurate libdevice functions (expf, erff, IEEE division). 16-bit outputs (kLow)
+// use MUFU-based exp / reciprocal and a short erf formula whose error (< 2e-7
+// absolute on erf) is far below half an fp16/bf16 ulp; there the accurate functions
+// would make a bf16 activation compute-bound on an H200 (about 30 instructions per
+// element is all the memory system leaves).
+#include "activation.h"
+
+#include "../common/common.cuh"
+
+namespace sk {
+namespace {
+
+constexpr float kSqrtHalf = 0.70710678118654752f;   // 1/sqrt(2)
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluTanhCubic = 0.044715f;
+
+// 1 / (1 + exp(-z)) without cancellation for either sign of z.
+template <bool kLow>
+__device__ __forceinline__ float sigmoid_f(float z) {
+  if constexpr (kLow) {
+    return __fdividef(1.0f, 1.0f + __expf(-z));
+  } else {
+    return 1.0f / (1.0f + expf(-z));
+  }
+}
+
+// x * sigmoid(x), written as one division so x * 0 never turns into NaN for finite x.
+template <bool kLow>
+__device__ __forceinline__ float silu_f(float x) {
+  if constexpr (kLow) {
+    return __fdividef(x, 1.0f + __expf(-x));
+  } else {
+    return x / (1.0f + expf(-x));
+  }
+}
+
+// Standard normal CDF for 16-bit outputs: erfc by Abramowitz & Stegun 7.1.26
+// (|error| <= 1.5e-7), evaluated on |x| so no 1 - erf cancellation for x < 0.
+__device__ __forceinline__ float normcdf_low(float x) {
+  const float z = fabsf(x) * kSqrtHalf;
+  const float t = __fdividef(1.0f, fmaf(0.3275911f, z, 1.0f));
+  float poly = fmaf(t, 1.061405429f, -1.453152027f);
+  poly = fmaf(t, poly, 1.421413741f);
+  poly = fmaf(t, poly, -0.284496736f);
+  poly = fmaf(t, poly, 0.254829592f);
+  const float half_erfc = 0.5f * t * poly * __expf(-z * z);
+  return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
+}
+
+struct Relu {
+  // x < 0 ? 0 : x keeps NaN as NaN (fmaxf would return 0), like torch.relu.
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float x) { return x < 0.0f ? 0.0f : x; }
+};
+
+struct GeluErf {
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float x) {
+    if constexpr (kLow) {
+      return x * normcdf_low(x);
+    } else {
+      return 0.5f * x * (1.0f + erff(x * kSqrtHalf));
+    }
+  }
+};
+
+// 0.5 x (1 + tanh(u)) == x * sigmoid(2u): same function, no cancellation for x < 0.
+struct GeluTanh {
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float x) {
+    const float u = kSqrt2OverPi * fmaf(kGeluTanhCubic * x, x * x, x);
+    if constexpr (kLow) {
+      return __fdividef(x, 1.0f + __expf(-2.0f * u));
+    } else {
+      return x / (1.0f + expf(-2.0f * u));
+    }
+  }
+};
+
+struct Silu {
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float x) { return silu_f<kLow>(x); }
+};
+
+struct Sigmoid {
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float x) { return sigmoid_f<kLow>(x); }
+};
+
+struct SwiGlu {
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float a, float b) { return silu_f<kLow>(a) * b; }
+};
+
+}  // namespace
+
+cudaError_t launch_activation(Activation act, DType dt, const void* x, void* y, int64_t n,
+                              cudaStream_t stream) {
+  const void* const in[1] = {x};
+  switch (act) {
+    case Activation::kRelu: return launch_map<Relu, 1>(dt, in, y, n, stream);
+    case Activation::kGeluErf: return launch_map<GeluErf, 1>(dt, in, y, n, stream);
+    case Activation::kGeluTanh: return launch_map<GeluTanh, 1>(dt, in, y, n, stream);
+    case Activation::kSilu: return launch_map<Silu, 1>(dt, in, y, n, stream);
+    case Activation::kSigmoid: return launch_map<Sigmoid, 1>(dt, in, y, n, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_swiglu(DType dt, const void* a, const void* b, void* out, int64_t n,
+                          cudaStream_t stream) {
+  const void* const in[2] = {a, b};
+  return launch_map<SwiGlu, 2>(dt, in, out, n, stream);
+}
+
+}  // namespace sk

@@ -1,0 +1,142 @@
+// Row softmax over the last dimension.
+//
+// Rows that fit (up to 1024 threads x 8 packs: 65536 bf16/fp16 or 32768 fp32 elements)
+// are read once into registers: max, sum of exp, write; one HBM read and one write
+// per element. Longer rows use an online (running max) pass and a second read.
+//
+// exp(x - m) is computed as exp2(x*log2e - m*log2e) with one fma: the shared
+// m*log2e rounding cancels in the normalisation, and exp2f is the accurate
+// (non fast-math) function, so fp32 results stay within a few ulp.
+#include "softmax.h"
+
+#include "../common/common.cuh"
+
+namespace sk {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <class V, int NV, bool kWarpPerRow>
+__global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWarpPerRow>)
+    softmax_rows(const typename V::T* __restrict__ x, typename V::T* __restrict__ y, int64_t rows,
+                 int cols) {
+  using T = typename V::T;
+  constexpr int VEC = V::VEC;
+  __shared__ float smem[32];
+  const auto g = RowGroup<kWarpPerRow>::make();
+  if (g.row >= rows) return;
+  const int nvec = cols / VEC;
+  const int64_t base = g.row * cols;
+
+  RowCache<V, NV> cache;
+  cache.load(x + base, g, nvec);
+
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    if (cache.valid(g, j, nvec)) {
+      float f[VEC];
+      unpack<T, VEC>(cache.p[j], f);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) m = fmaxf(m, f[i]);
+    }
+  }
+  m = g.template allreduce<MaxOp>(m, smem);
+  const float m2 = m * kLog2e;
+
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    if (cache.valid(g, j, nvec)) {
+      float f[VEC];
+      unpack<T, VEC>(cache.p[j], f);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) s += exp2f(fmaf(f[i], kLog2e, -m2));
+    }
+  }
+  s = g.template allreduce<SumOp>(s, smem);
+  const float inv = 1.0f / s;
+
+#pragma unroll
+  for (int j = 0; j < NV; ++j) {
+    if (cache.valid(g, j, nvec)) {
+      float f[VEC];
+      unpack<T, VEC>(cache.p[j], f);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) f[i] = exp2f(fmaf(f[i], kLog2e, -m2)) * inv;
+      store_pack<T, VEC>(y + base + cache.offset(g, j), pack<T, VEC>(f));
+    }
+  }
+}
+
+// Rows too long for registers: pass 1 keeps a running (max, sum) per thread,
+// pass 2 re-reads the row (often from L2) and writes.
+template <class V>
+__global__ void __launch_bounds__(kStreamThreads)
+    softmax_rows_stream(const typename V::T* __restrict__ x, typename V::T* __restrict__ y,
+                        int cols) {
+  using T = typename V::T;
+  constexpr int VEC = V::VEC;
+  __shared__ float smem[32];
+  const int nvec = cols / VEC;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * cols;
+
+  float m = -INFINITY, s = 0.0f;
+  for (int iv = threadIdx.x; iv < nvec; iv += blockDim.x) {
+    float f[VEC];
+    unpack<T, VEC>(load_pack<T, VEC>(x + base + iv * VEC), f);
+    float pm = f[0];
+#pragma unroll
+    for (int i = 1; i < VEC; ++i) pm = fmaxf(pm, f[i]);
+    if (pm > m) {
+      s *= exp2f((m - pm) * kLog2e);  // m = -inf: s is 0 and exp2f(-inf) = 0
+      m = pm;
+    }
+    if (m != -INFINITY) {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) s += exp2f((f[i] - m) * kLog2e);
+    }
+  }
+  const float row_max = block_allreduce<MaxOp>(m, smem);
+  const float mine = (m == -INFINITY) ? 0.0f : s * exp2f((m - row_max) * kLog2e);
+  const float total = block_allreduce<SumOp>(mine, smem);
+  const float inv = 1.0f / total;
+  const float m2 = row_max * kLog2e;
+
+  for (int iv = threadIdx.x; iv < nvec; iv += blockDim.x) {
+    float f[VEC];
+    unpack<T, VEC>(load_pack<T, VEC>(x + base + iv * VEC), f);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) f[i] = exp2f(fmaf(f[i], kLog2e, -m2)) * inv;
+    store_pack<T, VEC>(y + base + iv * VEC, pack<T, VEC>(f));
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_softmax(DType dt, const void* x, void* y, int64_t rows, int64_t cols,
+                           cudaStream_t stream) {
+  if (cols < 1 || cols > kMaxRowLength || rows < 0) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  const bool vec = rows_vectorizable(dt, cols, {x, y});
+  return dispatch_variant(dt, vec, [&](auto v) {
+    using V = decltype(v);
+    using T = typename V::T;
+    const auto* xp = static_cast<const T*>(x);
+    auto* yp = static_cast<T*>(y);
+    const RowConfig cfg = plan_rows(rows, cols / V::VEC, V::VEC);
+    if (cfg.plan == RowPlan::kStream) {
+      softmax_rows_stream<V><<<static_cast<unsigned>(rows), cfg.threads, 0, stream>>>(
+          xp, yp, static_cast<int>(cols));
+      return cudaGetLastError();
+    }
+    return dispatch_cached_plan<V>(cfg, [&](auto nv, auto warp) {
+      softmax_rows<V, decltype(nv)::value, decltype(warp)::value>
+          <<<static_cast<unsigned>(cfg.blocks), cfg.threads, 0, stream>>>(
+              xp, yp, rows, static_cast<int>(cols));
+      return cudaGetLastError();
+    });
+  });
+}
+
+}  // namespace sk
