@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from solbench.console import make_console
 from solbench.errors import UserError
 from solbench.hardware import DeviceInfo, Peaks
 
@@ -595,13 +596,13 @@ def calibrate_command(device: str = "auto", folder: Path = DEFAULT_DIR, quick: b
                       json_out: Path | None = None, console: Any = None) -> Path:
     """`solbench calibrate`: measure here (CUDA is initialised in this process), print, write the file."""
     import torch
-    from rich.console import Console
+    from rich.console import Console  # noqa: F401  (type of the console argument)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from solbench import hardware
 
-    con = console or Console()
+    con = console or make_console()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     datasheet: Peaks | None = None

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from solbench.console import make_console
 from solbench.errors import UserError
 from solbench.results import load_run
 
@@ -459,7 +460,7 @@ def render_terminal(result: CompareResult) -> None:
         table.add_column(h, justify="left" if h == "benchmark" else "right")
     for row in table_rows(result):
         table.add_row(*row[:-1], f"[{style[row[-1]]}]{row[-1]}[/]" if style[row[-1]] else row[-1])
-    console = Console()
+    console = make_console()
     console.print(table)
     for title, problems in (("newly failing", result.failed), ("missing from NEW", result.missing)):
         for p in problems:

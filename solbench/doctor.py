@@ -470,9 +470,9 @@ _STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}
 def doctor_command(as_json: bool = False, build: bool = True, build_timeout_s: float = KERNELS_BUILD_TIMEOUT_S,
                    console: Any = None, facts: EnvFacts | None = None) -> int:
     """Print every check (or JSON) and return the exit code: 0 when nothing FAILed, else 1."""
-    from rich.console import Console
+    from solbench.console import make_console
 
-    con = console or Console()
+    con = console or make_console()
     if facts is None:
         if as_json:
             facts = gather_facts(build, build_timeout_s)
