@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import socket
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -279,34 +278,18 @@ def cpu_peaks(cache_dir: Path, info: DeviceInfo) -> Peaks:
     return peaks
 
 
-def measure_cpu_peaks(name: str, copy_mib: int = 256, sizes: tuple[int, ...] = (256, 512, 1024),
-                      repeats: int = 5) -> Peaks:
-    """Copy bandwidth and the best fp32 matmul rate over a few sizes (best of `repeats` each)."""
-    import torch
+def measure_cpu_peaks(name: str) -> Peaks:
+    """This CPU's ceilings, measured by `solbench calibrate`'s CPU path (copy/read/write, fp32/bf16 matmul)."""
+    from solbench.calibrate import measure_cpu
 
-    src = torch.rand(copy_mib * 2**20 // 4)
-    dst = torch.empty_like(src)
-    copy_s = _best_time(lambda: dst.copy_(src), repeats)
-    best = 0.0
-    for n in sizes:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        best = max(best, 2 * n**3 / _best_time(lambda: a @ b, repeats))
-    # One figure for every precision and unit: CPU kernels for bf16/fp16 convert to fp32 and run on the
-    # same vector units (often much slower), so the fp32 matmul rate is the ceiling none should beat.
+    cal = measure_cpu().to_json()
+    bandwidth = max(b for b in (cal["memory_bandwidth"], cal.get("read_bandwidth"), cal.get("write_bandwidth")) if b)
+    # One compute figure for every precision and unit: CPU kernels for bf16/fp16 mostly convert to fp32
+    # and run on the same vector units, so the best matmul rate is the ceiling none should beat.
+    best = max([*cal["simt"].values(), *cal["tensor"].values()])
     return Peaks(
-        name=name, source="cpu-measured", memory_bandwidth=2 * src.numel() * 4 / copy_s,
+        name=name, source="cpu-measured", memory_bandwidth=bandwidth,
         simt={k: best for k in ("fp32", "fp16", "bf16", "fp64")},
         tensor={k: best for k in ("fp32", "tf32", "bf16", "fp16", "fp64")},
-        notes=f"measured on this CPU: copy {copy_mib} MiB and fp32 matmul {'/'.join(map(str, sizes))}, "
-              f"best of {repeats}",
+        notes="measured on this CPU (best of copy/read/write bandwidth; best matmul rate for every precision)",
     )
-
-
-def _best_time(fn, repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best

@@ -7,7 +7,6 @@ kernel that crashes or poisons its CUDA context fails its own op's records and t
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import queue as queue_mod
 import time
 from dataclasses import asdict, dataclass, field
@@ -348,6 +347,3 @@ class _ListQueue:
     def put(self, item: tuple[str, Any]) -> None:
         self.sink(*item)
 
-
-def cpu_count() -> int:
-    return os.cpu_count() or 1

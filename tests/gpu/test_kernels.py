@@ -180,23 +180,53 @@ def test_row_sum_large_values_need_fp32_accumulation(dtype):
     assert_close(out, x.double().sum(-1), RTOL[dtype], what="row_sum large")
 
 
+def assert_sum_close(out, xd, dtype, what):
+    """A sum in dtype vs the float64 sum. Where that sum rounds to +-inf in dtype (an
+    fp16 sum beyond 65504), the infinity is the correctly rounded answer (torch.sum
+    gives it too), so the kernel must return exactly it."""
+    ref = xd.sum()
+    rounded = ref.to(dtype).double()
+    if not torch.isfinite(rounded):
+        assert out.double().item() == rounded.item(), (
+            f"{what}: got {out.item()!r}, want {rounded.item()!r} (float64 sum {ref.item()!r} "
+            f"rounded to {dtype})")
+        return
+    assert_close(out, ref, RTOL[dtype], scale=xd.abs().sum() + 1e-30, what=what)
+
+
 @pytest.mark.parametrize("n", [1, 7, 1000, 4097, 1_000_003, (1 << 22) + 5])
 @pytest.mark.parametrize("dtype", DTYPES, ids=_id)
 def test_sum_all_and_max_all(dtype, n):
-    x = rand((n,), dtype, scale=2.0, offset=-30.0)
+    x = rand((n,), dtype, scale=2.0, offset=-30.0)  # fp16: sums from n=4097 overflow
     poison((), dtype)
     s = kernels_ext.sum_all(x)
     xd = x.double()
     assert s.shape == () and s.dtype == dtype
-    assert_close(s, xd.sum(), RTOL[dtype], scale=xd.abs().sum(), what=f"sum_all n={n}")
+    assert_sum_close(s, xd, dtype, what=f"sum_all n={n}")
     poison((), dtype)
     m = kernels_ext.max_all(x)
     assert_close(m, xd.max(), 0.0, what=f"max_all n={n}")
     xm = x[1:]  # misaligned start: scalar path
-    assert_close(kernels_ext.sum_all(xm), xm.double().sum(), RTOL[dtype],
-                 scale=xm.double().abs().sum() + 1e-30, what="sum_all offset1")
+    assert_sum_close(kernels_ext.sum_all(xm), xm.double(), dtype, what="sum_all offset1")
     if xm.numel():
         assert_close(kernels_ext.max_all(xm), xm.double().max(), 0.0, what="max_all offset1")
+
+
+@pytest.mark.parametrize("n", [2 * 8192 + 37, 2 * 16000 + 37])
+@pytest.mark.parametrize("dtype", DTYPES, ids=_id)
+def test_sum_all_cancelling_values_need_fp32_accumulation(dtype, n):
+    """+1000 (first half) then -1000, then 37 ones: every partial sum is an integer of
+    magnitude <= 1000 * n / 2 < 2^24 (exact in fp32 in any order), far beyond fp16's
+    65504 and bf16's resolution, so a 16-bit running sum would overflow or round; the
+    exact total fits every dtype."""
+    k = (n - 37) // 2
+    x = torch.cat([torch.full((k,), 1000.0), torch.full((k,), -1000.0),
+                   torch.ones(37)]).to(device=DEV, dtype=dtype)
+    assert k * 1000 < 2 ** 24
+    assert kernels_ext.sum_all(x).double().item() == 37.0
+    xm = x[1:]  # misaligned start: scalar path; the total -963 rounds once to dtype
+    want = xm.double().sum().to(dtype).double().item()
+    assert kernels_ext.sum_all(xm).double().item() == want
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_id)

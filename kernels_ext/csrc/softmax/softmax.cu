@@ -4,9 +4,12 @@
 // are read once into registers: max, sum of exp, write; one HBM read and one write
 // per element. Longer rows use an online (running max) pass and a second read.
 //
-// exp(x - m) is computed as exp2(x*log2e - m*log2e) with one fma: the shared
-// m*log2e rounding cancels in the normalisation, and exp2f is the accurate
-// (non fast-math) function, so fp32 results stay within a few ulp.
+// exp(x - m) is computed as exp2f((x - m) * log2e), subtracting first: x - m is exact
+// for x near m (and only tiny exps see its rounding), whereas fma(x, log2e, -m*log2e)
+// carries the rounding of m*log2e, about |m| * 2^-24 in the exponent (6e-5 relative
+// for logits near 1000), which only cancels if every exp of the row, in the sum and in
+// the output, uses the same rounded product. exp2f is the accurate (non fast-math)
+// function, so fp32 results stay within a few ulp.
 #include "softmax.h"
 
 #include "../common/common.cuh"
@@ -42,7 +45,6 @@ __global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWa
     }
   }
   m = g.template allreduce<MaxOp>(m, smem);
-  const float m2 = m * kLog2e;
 
   float s = 0.0f;
 #pragma unroll
@@ -51,7 +53,7 @@ __global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWa
       float f[VEC];
       unpack<T, VEC>(cache.p[j], f);
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) s += exp2f(fmaf(f[i], kLog2e, -m2));
+      for (int i = 0; i < VEC; ++i) s += exp2f((f[i] - m) * kLog2e);
     }
   }
   s = g.template allreduce<SumOp>(s, smem);
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWa
       float f[VEC];
       unpack<T, VEC>(cache.p[j], f);
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) f[i] = exp2f(fmaf(f[i], kLog2e, -m2)) * inv;
+      for (int i = 0; i < VEC; ++i) f[i] = exp2f((f[i] - m) * kLog2e) * inv;
       store_pack<T, VEC>(y + base + cache.offset(g, j), pack<T, VEC>(f));
     }
   }
@@ -101,13 +103,12 @@ __global__ void __launch_bounds__(kStreamThreads)
   const float mine = (m == -INFINITY) ? 0.0f : s * exp2f((m - row_max) * kLog2e);
   const float total = block_allreduce<SumOp>(mine, smem);
   const float inv = 1.0f / total;
-  const float m2 = row_max * kLog2e;
 
   for (int iv = threadIdx.x; iv < nvec; iv += blockDim.x) {
     float f[VEC];
     unpack<T, VEC>(load_pack<T, VEC>(x + base + iv * VEC), f);
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) f[i] = exp2f(fmaf(f[i], kLog2e, -m2)) * inv;
+    for (int i = 0; i < VEC; ++i) f[i] = exp2f((f[i] - row_max) * kLog2e) * inv;
     store_pack<T, VEC>(y + base + iv * VEC, pack<T, VEC>(f));
   }
 }
