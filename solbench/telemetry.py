@@ -135,6 +135,17 @@ class ClockMonitor:
         kept = [s.sm_mhz for s in self.during_samples if is_throttled(s, self.sm_max_mhz) is None]
         return statistics.median(kept) if kept else None
 
+    def sm_rel_sd(self) -> float:
+        """Relative standard deviation of the SM clock over the kept batches (0 without NVML or with < 2).
+
+        A kernel's time is at most inversely proportional to the SM clock, so this bounds how much the
+        clock this run happened to settle at can move its median: one of the noise components.
+        """
+        kept = [s.sm_mhz for s in self.during_samples if is_throttled(s, self.sm_max_mhz) is None]
+        if len(kept) < 2 or statistics.fmean(kept) <= 0:
+            return 0.0
+        return statistics.stdev(kept) / statistics.fmean(kept)
+
     def summary(self, persistent: bool) -> dict[str, Any]:
         if not self.enabled:
             return {"enabled": False, "reason": self.off_reason}
@@ -145,7 +156,7 @@ class ClockMonitor:
             "after": self.after.to_json() if self.after else None,
             "during": _spread(d), "discarded_batches": len(self.discarded),
             "discard_reasons": sorted(set(self.discarded)), "throttled": persistent,
-            "observed_sm_mhz": self.observed_sm_mhz(),
+            "observed_sm_mhz": self.observed_sm_mhz(), "sm_rel_sd": self.sm_rel_sd(),
         }
         return out
 

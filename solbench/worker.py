@@ -10,7 +10,7 @@ import contextlib
 import importlib
 import math
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -56,11 +56,13 @@ Emit = Callable[[str, Any], None]   # emit(kind, payload): "start" (label) or "r
 
 @dataclass
 class WorkerState:
-    """What one worker carries from call to call: the timer snapshot, the clock monitor, a poisoned context."""
+    """What one worker carries from call to call: the timer snapshot, the clock monitor, the timer
+    calibrations (the events tare is measured once per worker), a poisoned context."""
 
     guard: timing.Guard
     monitor: ClockMonitor
     poisoned: str | None = None      # set once a CUDA error left the context unusable
+    timer_cache: timing.TimerCache = field(default_factory=timing.TimerCache)
 
 
 def run_job(job: WorkerJob, emit: Emit) -> None:
@@ -220,7 +222,8 @@ def run_call(spec: OpSpec, case: Case, job: WorkerJob, c: CallSpec, kind: str, d
     rec.timer, rec.samples_s, rec.time_s = m.timer, m.samples_s, m.time_json()
     rec.warnings += m.notes
     rec.telemetry = {**state.monitor.summary(m.throttled), "flush_bytes": m.flush_bytes,
-                     "cross_check": m.cross_check}
+                     "cross_check": m.cross_check, "timer_correction": m.correction,
+                     "noise": m.noise.to_json() if m.noise else None}
     if m.throttled:
         rec.warnings.append("clock throttling persisted during this measurement (see telemetry)")
     if job.timing.peaks_at_clock:
@@ -275,7 +278,7 @@ def _time_call(call: _Call, data: CaseData, state: WorkerState) -> tuple[timing.
 
     job = call.job
     m = timing.measure(run, job.info.kind, job.timing, job.info.l2_bytes,
-                       (job.info.clocks or {}).get("sm_max_mhz"), state.monitor)
+                       (job.info.clocks or {}).get("sm_max_mhz"), state.monitor, state.timer_cache)
     return m, timed
 
 

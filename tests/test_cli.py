@@ -14,8 +14,13 @@ FAST = ["--no-isolate", "--budget", "0.1", "--min-samples", "3"]
 
 @pytest.fixture(scope="session")
 def out_dir(tmp_path_factory) -> Path:
-    # One folder for the whole session so the CPU ceilings are measured once.
-    return tmp_path_factory.mktemp("results")
+    # Generous ceilings instead of measuring this (possibly busy) CPU: these tests check the plumbing,
+    # and a ceiling measured under load could turn a baseline 'invalid'. CPU measurement has its own tests.
+    from tests import cheats
+
+    folder = tmp_path_factory.mktemp("results")
+    cheats.seed_cpu_peaks(folder)
+    return folder
 
 
 def invoke(*args: str):
@@ -33,8 +38,7 @@ def test_quick_gemm_attention_run_writes_a_complete_results_file(out_dir):
     assert data["peaks"]["source"] == "cpu-measured" and data["peaks"]["memory_bandwidth"] > 0
     records = data["records"]
     ok = [r for r in records if r["status"] == "ok"]
-    # On a busy CPU a measured ceiling can be beaten by noise: such records are 'invalid', never 'ok'.
-    assert {r["op"] for r in records if r["status"] in ("ok", "invalid")} == {"gemm", "attention"}
+    assert {r["op"] for r in ok} == {"gemm", "attention"}
     for r in ok:
         for field in ("flops", "bytes", "t_sol_s", "bound", "time_s", "samples_s", "tflops", "gbps", "sol",
                       "mfu", "mbu", "speedup", "correct", "max_abs_err", "max_rel_err", "is_baseline"):
