@@ -91,13 +91,13 @@ def run(
     fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop after the first failing op."),
     no_isolate: bool = typer.Option(False, "--no-isolate", help="Run ops in this process (faster start, no crash isolation)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the random inputs."),
-    # (timing helper) --timer picks the CUDA timer; a CPU run always uses the wall clock.
+    # --timer picks the CUDA timer; a CPU run always uses the wall clock.
     timer: str = typer.Option("events", "--timer", help="CUDA timer: events (default), graph or cupti."),
 ) -> None:
     """Check, time and score each op's implementations and baselines; write a results file."""
     if rse <= 0 or budget <= 0 or min_samples < 1:
         raise UserError("--rse and --budget must be positive and --min-samples at least 1")
-    # (timing helper) validate --timer; `--peaks at-clock` = datasheet peaks re-scored at the observed SM clock
+    # validate --timer; `--peaks at-clock` = datasheet peaks re-scored at the observed SM clock
     from solbench.timing import TIMERS
     if timer not in TIMERS:
         raise UserError(f"unknown timer '{timer}' (use {', '.join(TIMERS)})", field="--timer")

@@ -106,7 +106,7 @@ def summary_lines(records: list[Record]) -> list[str]:
     noisy = [r for r in records if r.status == "ok" and any("noise target" in w for w in r.warnings)]
     if noisy:
         lines.append(f"[yellow]{len(noisy)} record(s) did not reach the noise target within the time budget[/]")
-    # (timing helper) clock telemetry: persistent throttling, or telemetry off altogether
+    # clock telemetry: persistent throttling, or telemetry off altogether
     throttled = [r for r in records if any("throttling persisted" in w for w in r.warnings)]
     if throttled:
         lines.append(f"[bold yellow]{len(throttled)} record(s) measured while the GPU kept throttling "

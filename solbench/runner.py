@@ -150,7 +150,7 @@ def resolve_peaks(probe: Probe, mode: str, cache_dir: Path) -> tuple[Peaks, list
         if probe.cpu_peaks is None:
             raise RuntimeError("CPU peaks were not measured")
         return probe.cpu_peaks, []
-    # (timing helper) at-clock = datasheet peaks; each record's compute peak is rescaled in the worker
+    # at-clock = datasheet peaks; each record's compute peak is rescaled in the worker
     mode = "datasheet" if mode == "at-clock" else mode
     if mode not in ("datasheet", "measured"):
         return hardware.load_peaks_file(Path(mode)), []
@@ -263,7 +263,7 @@ def _run_in_worker(target: str, payload: Any, isolate: bool, timeout_s: float,
         _worker_main(target, payload, _ListQueue(keep))
         return messages
     ctx = mp.get_context("spawn")
-    # (timing helper) a pipe, not a Queue: Connection.send has written the message when it returns, while
+    # a pipe, not a Queue: Connection.send has written the message when it returns, while
     # Queue.put leaves it to a feeder thread that a crashing worker (SIGSEGV) kills first, losing records
     # measured before the crash.
     reader, writer = ctx.Pipe(duplex=False)
@@ -314,7 +314,7 @@ def _exit_reason(code: int | None) -> str:
 
 
 class _PipeWriter:
-    """(timing helper) The worker's end of the pipe, with the queue interface _worker_main uses."""
+    """The worker's end of the pipe, with the queue interface _worker_main uses."""
 
     def __init__(self, conn: Any):
         self.conn = conn
@@ -324,7 +324,7 @@ class _PipeWriter:
 
 
 class _PipeReader:
-    """(timing helper) The parent's end: get(timeout) like a queue; raises queue.Empty on no data or EOF."""
+    """The parent's end: get(timeout) like a queue; raises queue.Empty on no data or EOF."""
 
     def __init__(self, conn: Any):
         self.conn = conn
