@@ -22,8 +22,8 @@ from typing import Any, Iterable
 import yaml
 
 from solbench.errors import UserError
+from solbench.paths import specs_root
 
-GPU_TABLES = Path(__file__).resolve().parent.parent / "specs" / "gpus"
 
 _TABLE_KEYS = {"name", "match", "compute_capability", "sm_count", "l2_bytes", "memory_gib",
                "boost_clock_mhz", "peak_clock_mhz", "memory_bandwidth_gbps", "memory_clock_mhz",
@@ -137,7 +137,8 @@ class DeviceInfo:
 
 # ---------------------------------------------------------------- GPU tables
 
-def load_gpu_tables(folder: Path = GPU_TABLES) -> list[GpuTable]:
+def load_gpu_tables(folder: Path | None = None) -> list[GpuTable]:
+    folder = folder if folder is not None else specs_root() / "gpus"
     tables = []
     for path in sorted(folder.glob("*.yaml")):
         tables.append(load_gpu_table(path))

@@ -18,8 +18,8 @@ import yaml
 from solbench import expr
 from solbench.dtypes import PRECISIONS, precision
 from solbench.errors import UserError
+from solbench.paths import specs_root
 
-BUILTIN_SPECS = Path(__file__).resolve().parent.parent / "specs"
 SPECS_ENV = "SOLBENCH_SPECS"  # extra spec folders, separated like PATH
 
 _TOP_KEYS = {"op", "summary", "cases", "sweep", "cpu_cases", "dtypes", "inputs", "outputs", "flops",
@@ -110,7 +110,7 @@ class OpSpec:
 
 def spec_dirs(extra: Iterable[Path] = ()) -> list[Path]:
     """Built-in specs first, then $SOLBENCH_SPECS, then --specs folders (later ones win on a name clash)."""
-    dirs = [BUILTIN_SPECS / "ops"]
+    dirs = [specs_root() / "ops"]
     env = os.environ.get(SPECS_ENV, "")
     dirs += [Path(p) for p in env.split(os.pathsep) if p]
     dirs += list(extra)

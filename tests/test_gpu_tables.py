@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solbench.hardware import GPU_TABLES, load_gpu_tables
+from solbench.hardware import load_gpu_tables
+from solbench.paths import specs_root
 
-TABLE_PATHS = sorted(Path(GPU_TABLES).glob("*.yaml"))
+TABLE_PATHS = sorted((specs_root() / "gpus").glob("*.yaml"))
 RAW = {p.stem: yaml.safe_load(p.read_text()) for p in TABLE_PATHS}
 
 REQUIRED_POSITIVE = ("sm_count", "l2_bytes", "memory_gib", "boost_clock_mhz", "peak_clock_mhz",

@@ -144,3 +144,13 @@ def test_attention_counts_by_hand():
 def test_cross_entropy_bytes_use_each_tensors_dtype():
     _, nbytes = _counts("cross_entropy", {"N": 16, "V": 100}, "bfloat16")
     assert nbytes == 16 * 100 * 2 + 16 * 8 + 1 * 2
+
+
+def test_specs_are_found_in_a_checkout_or_an_installed_prefix(tmp_path):
+    from solbench.paths import specs_root
+
+    installed = tmp_path / "prefix" / "share" / "solbench" / "specs"
+    (installed / "ops").mkdir(parents=True)
+    assert specs_root(checkout=tmp_path / "no-checkout", prefix=tmp_path / "prefix") == installed
+    with pytest.raises(UserError, match="cannot find solbench's built-in specs"):
+        specs_root(checkout=tmp_path / "no-checkout", prefix=tmp_path / "empty")
