@@ -228,7 +228,7 @@ def run_call(spec: OpSpec, case: Case, job: WorkerJob, c: CallSpec, kind: str, d
         rec.warnings.append("clock throttling persisted during this measurement (see telemetry)")
     if job.timing.peaks_at_clock:
         _rescore_at_clock(rec, job, state.monitor.observed_sm_mhz())
-    score_record(rec, m.stats.median)
+    score_record(rec, m.stats.median, job.peaks.source)
     if m.invalid:
         rec.status, rec.message = "invalid", m.invalid
     return rec
@@ -391,11 +391,15 @@ def _output_type_problem(out: Any) -> str | None:
     return None
 
 
-def score_record(rec: Record, median_s: float) -> None:
+def score_record(rec: Record, median_s: float, peaks_source: str = "datasheet") -> None:
     s = sol.score(rec.flops, rec.bytes, median_s, rec.peak_flops, rec.peak_bandwidth)
     rec.tflops, rec.gbps, rec.sol, rec.mfu, rec.mbu = s.tflops, s.gbps, s.sol, s.mfu, s.mbu
     reason = sol.invalid_reason(s)
     if reason:
+        if peaks_source in ("measured", "cpu-measured"):
+            # A measured ceiling is only as good as its measurement (a busy machine, too few shapes).
+            reason += (f"; the peaks are {peaks_source}: if the ceiling was measured on a busy machine, "
+                       f"measure it again (`solbench calibrate`, or delete results/cache/ for CPU ceilings)")
         rec.status, rec.message = "invalid", reason
 
 

@@ -211,3 +211,13 @@ def test_gpu_measuring_functions_count_bytes_and_flops_right() -> None:
     assert m.work == cal.L2_READ_PASSES * size and m.rate > 0
     m = cal._matmul(shim, dev, "fp32", 64, noop)
     assert m.work == 2 * 64**3 and m.what == "matmul_fp32" and m.rate > 0
+
+
+def test_the_best_matmul_size_sets_the_cpu_ceiling():
+    ms = [cal.Measured("copy", "B/s", 1, 1.0, 1.0, 1e10),
+          cal.Measured("matmul_fp32", "FLOP/s", 256, 1.0, 1.0, 9e10),
+          cal.Measured("matmul_fp32", "FLOP/s", 1024, 1.0, 1.0, 6e10),   # a later, slower size must not win
+          cal.Measured("matmul_bf16", "FLOP/s", 256, 1.0, 1.0, 1e9)]
+    c = cal._assemble(ms, device_kind="cpu", name="cpu", sm_count=None, memory_bytes=None, cc=None, l2_bytes=None,
+                      driver=None, cuda=None, torch_version="x", clocks={}, quick=True)
+    assert c.simt["fp32"] == 9e10 and c.tensor["bf16"] == 9e10
