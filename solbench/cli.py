@@ -252,6 +252,12 @@ plot_app = typer.Typer(no_args_is_help=True, help="Charts drawn from results fil
 app.add_typer(plot_app, name="plot")
 
 
+# Filters shared by the chart commands.
+_ONLY_OPS = typer.Option(None, "--ops", help="Only these ops (comma-separated).")
+_ONLY_DTYPES = typer.Option(None, "--dtypes", help="Only these dtypes.")
+_ONLY_IMPLS = typer.Option(None, "--impls", help="Only these implementations.")
+
+
 def _print_chart_notes(error_points: list[str], skipped: list[str]) -> None:
     for e in error_points:
         out.print(f"[bold red]not a win[/] (SOL > 1 or invalid): {e}", highlight=False)
@@ -264,9 +270,9 @@ def _print_chart_notes(error_points: list[str], skipped: list[str]) -> None:
 def roofline_cmd(
     results_files: List[Path] = typer.Argument(..., help="One or more results files."),
     output: Path = typer.Option(Path("roofline.png"), "-o", "--output", help="Image file: .png, .svg or .pdf."),
-    ops: Optional[str] = typer.Option(None, "--ops", help="Only these ops (comma-separated)."),
-    dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Only these dtypes."),
-    impls: Optional[str] = typer.Option(None, "--impls", help="Only these implementations."),
+    ops: Optional[str] = _ONLY_OPS,
+    dtypes: Optional[str] = _ONLY_DTYPES,
+    impls: Optional[str] = _ONLY_IMPLS,
 ) -> None:
     """Roofline chart (FLOP/byte vs FLOP/s) with one roof per precision present."""
     from solbench import roofline as rl
@@ -281,9 +287,9 @@ def roofline_cmd(
 def plot_sol_cmd(
     results_files: List[Path] = typer.Argument(..., help="One or more results files."),
     output: Path = typer.Option(Path("sol.png"), "-o", "--output", help="Image file: .png, .svg or .pdf."),
-    ops: Optional[str] = typer.Option(None, "--ops", help="Only these ops (comma-separated)."),
-    dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Only these dtypes."),
-    impls: Optional[str] = typer.Option(None, "--impls", help="Only these implementations."),
+    ops: Optional[str] = _ONLY_OPS,
+    dtypes: Optional[str] = _ONLY_DTYPES,
+    impls: Optional[str] = _ONLY_IMPLS,
 ) -> None:
     """Per-op bars of SOL per implementation, baselines included."""
     from solbench import roofline as rl
