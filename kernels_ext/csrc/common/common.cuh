@@ -348,6 +348,22 @@ struct RowCache {
       if (valid(g, j, nvec)) p[j] = load_pack<T, VEC>(row + offset(g, j));
     }
   }
+
+  // acc = f(acc, x) over this thread's cached elements, in order (the row statistics of
+  // softmax and the norms: max, sum, sum of squared deviations).
+  template <class G, class F>
+  __device__ __forceinline__ float fold(const G& g, int nvec, float acc, F f) const {
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      if (valid(g, j, nvec)) {
+        float x[VEC];
+        unpack<T, VEC>(p[j], x);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) acc = f(acc, x[i]);
+      }
+    }
+    return acc;
+  }
 };
 
 // ---------------------------------------------------------------------------

@@ -48,31 +48,13 @@ __global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWa
   RowCache<V, NV> cache;
   cache.load(a.x + base, g, nvec);
 
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    if (cache.valid(g, j, nvec)) {
-      float f[VEC];
-      unpack<T, VEC>(cache.p[j], f);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) s += f[i];
-    }
-  }
+  const float s = cache.fold(g, nvec, 0.0f, [](float a, float v) { return a + v; });
   const float mean = g.template allreduce<SumOp>(s, smem) * inv_n;
 
-  float sq = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    if (cache.valid(g, j, nvec)) {
-      float f[VEC];
-      unpack<T, VEC>(cache.p[j], f);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        const float d = f[i] - mean;
-        sq = fmaf(d, d, sq);
-      }
-    }
-  }
+  float sq = cache.fold(g, nvec, 0.0f, [mean](float a, float v) {
+    const float d = v - mean;
+    return fmaf(d, d, a);
+  });
   const float var = g.template allreduce<SumOp>(sq, smem) * inv_n;
   const float rstd = rsqrtf(var + a.eps);
 

@@ -34,28 +34,10 @@ __global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWa
   RowCache<V, NV> cache;
   cache.load(x + base, g, nvec);
 
-  float m = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    if (cache.valid(g, j, nvec)) {
-      float f[VEC];
-      unpack<T, VEC>(cache.p[j], f);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) m = fmaxf(m, f[i]);
-    }
-  }
+  float m = cache.fold(g, nvec, -INFINITY, [](float a, float v) { return fmaxf(a, v); });
   m = g.template allreduce<MaxOp>(m, smem);
 
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < NV; ++j) {
-    if (cache.valid(g, j, nvec)) {
-      float f[VEC];
-      unpack<T, VEC>(cache.p[j], f);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) s += exp2f((f[i] - m) * kLog2e);
-    }
-  }
+  float s = cache.fold(g, nvec, 0.0f, [m](float a, float v) { return a + exp2f((v - m) * kLog2e); });
   s = g.template allreduce<SumOp>(s, smem);
   const float inv = 1.0f / s;
 
