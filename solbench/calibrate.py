@@ -603,7 +603,6 @@ def calibrate_command(device: str = "auto", folder: Path = DEFAULT_DIR, quick: b
                       json_out: Path | None = None, console: Any = None) -> Path:
     """`solbench calibrate`: measure here (CUDA is initialised in this process), print, write the file."""
     import torch
-    from rich.console import Console  # noqa: F401  (type of the console argument)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
-from rich.console import Console
 
 from solbench import console as ui
 from solbench import hardware, results, runner, spec

@@ -451,7 +451,6 @@ def to_bencher(run: dict[str, Any]) -> dict[str, Any]:
 
 def render_terminal(result: CompareResult) -> None:
     """Print the verdict table with rich (the CLI's human output)."""
-    from rich.console import Console
     from rich.table import Table
 
     style = {SLOWER: "bold red", FASTER: "green", SAME: "", AMBIGUOUS: "yellow"}

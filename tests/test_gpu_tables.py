@@ -6,7 +6,6 @@ width) so that a typo, a sparse figure stored as dense or a figure copied from a
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml

@@ -6,7 +6,6 @@ Run on the GPU machine:
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
