@@ -223,6 +223,7 @@ struct RowGroup {
       return block_allreduce<Op>(v, smem);
     }
   }
+
 };
 
 constexpr int kWarpRowsPerBlock = 4;  // warp-per-row kernels: 128 threads, 4 rows
@@ -262,16 +263,16 @@ inline RowConfig plan_rows(int64_t rows, int64_t nvec, int vec) {
     return c;
   }
   c.blocks = rows;
-  if (vec > 1) {
-    // Prefer <= 512 threads (several blocks per SM overlap their phases), else 1024.
-    for (int nv : {2, 4, 8}) {
-      if (ceil_div(nvec, nv) <= 512) {
-        c.plan = RowPlan::kBlock;
-        c.nv = nv;
-        c.threads = round_up32(ceil_div(nvec, nv));
-        return c;
-      }
-    }
+  // Four 16-byte packs per thread: an 8192-wide bf16 row then takes 256 threads, and
+  // 8 such blocks per SM overlap their load / reduce / write phases. At 2 packs and
+  // 512 threads the same rows ran 9% slower (4 blocks per SM, costlier block-wide
+  // reductions); fp32 rows of 8192 ran the same with 4 or 8 packs
+  // (scripts/tune/kernel_tiles.cu, results/h200/tiles.jsonl).
+  if (vec > 1 && ceil_div(nvec, 4) <= kMaxBlockThreads) {
+    c.plan = RowPlan::kBlock;
+    c.nv = 4;
+    c.threads = round_up32(ceil_div(nvec, 4));
+    return c;
   }
   if (ceil_div(nvec, 8) <= kMaxBlockThreads) {
     c.plan = RowPlan::kBlock;
@@ -289,7 +290,7 @@ template <int N>
 using IntC = std::integral_constant<int, N>;
 
 // Calls f(IntC<NV>, std::bool_constant<kWarpPerRow>) for the cached plans; the set of
-// instantiations is kept small (scalar variants: warp NV <= 4, block NV = 8 only).
+// instantiations is kept small (block NV 4 or 8; scalar variants: warp NV <= 4, block NV = 8).
 template <class V, class F>
 cudaError_t dispatch_cached_plan(const RowConfig& c, F&& f) {
   if (c.plan == RowPlan::kWarp) {
@@ -304,7 +305,6 @@ cudaError_t dispatch_cached_plan(const RowConfig& c, F&& f) {
   } else if (c.plan == RowPlan::kBlock) {
     if constexpr (V::VEC > 1) {
       switch (c.nv) {
-        case 2: return f(IntC<2>{}, std::false_type{});
         case 4: return f(IntC<4>{}, std::false_type{});
         case 8: return f(IntC<8>{}, std::false_type{});
       }
@@ -367,18 +367,34 @@ struct RowCache {
 };
 
 // ---------------------------------------------------------------------------
-// Pointwise map: out[i] = Op(in0[i] [, in1[i]]). Grid-stride over packs with
-// kMapPacksInFlight / NIN independent packs per input in flight per thread (8 x 16 B
-// for unary and binary alike: a unary map with only 4 had half the bytes in flight
-// of a binary one and ran at 0.85 of the copy bandwidth); the n % VEC tail is done
-// by the first threads of the grid.
-constexpr int kMapThreads = 256;
-constexpr int kMapPacksInFlight = 8;
-// Caps registers at 64 so at least 1024 threads per SM keep loads in flight.
-constexpr int kMapMinBlocksPerSm = 4;
+// Pointwise map: out[i] = Op(in0[i] [, in1[i]]).
+//
+// A MapTile is the work of one block: kThreads threads, each loading kPacks packs per
+// input (all issued before any is used) and writing kPacks packs. One tile per block,
+// as many blocks as tiles: on the H200 this ran 7-13% faster than a grid-stride loop
+// over one resident wave, and L2 streaming hints (L2::256B prefetch, evict-first
+// stores) changed nothing (scripts/tune/kernel_tiles.cu, results/h200/tiles.jsonl).
+// The n % VEC tail is done by the first threads of block 0.
+template <int Threads, int Packs>
+struct MapTile {
+  static constexpr int kThreads = Threads;
+  static constexpr int kPacks = Packs;
+  // Registers: <= 64 (1024 resident threads per SM) while a thread holds at most 8
+  // packs (32 registers), else <= 128.
+  template <int NIN>
+  static constexpr int min_blocks() {
+    const int b = (Packs * NIN <= 8 ? 1024 : 512) / Threads;
+    return b < 1 ? 1 : b;
+  }
+};
 
+// Large tensors: 8 x 16 B in flight per thread, unary and binary alike. Tensors that
+// would not fill one wave of those (e.g. 1024 x 1024 bf16: 64 blocks for 132 SMs)
+// take quarter-size tiles: 4x the blocks, 15% faster there.
 template <int NIN>
-constexpr int kMapUnroll = kMapPacksInFlight / NIN;
+using MapTileLarge = MapTile<256, 8 / NIN>;
+template <int NIN>
+using MapTileSmall = MapTile<128, 4 / NIN>;
 
 template <typename T, int NIN>
 struct MapArgs {
@@ -400,71 +416,77 @@ __device__ __forceinline__ float map_apply(const float (&a)[NIN]) {
   }
 }
 
-template <class Op, class V, int NIN>
-__global__ void __launch_bounds__(kMapThreads, kMapMinBlocksPerSm) map_kernel(MapArgs<typename V::T, NIN> args) {
+// One tile: kPacks packs per input at base + u * kThreads, loaded first, then mapped.
+template <class Op, class V, int NIN, class Tile>
+__device__ __forceinline__ void map_tile(const MapArgs<typename V::T, NIN>& args, int64_t base,
+                                         int64_t nvec) {
   using T = typename V::T;
   constexpr int VEC = V::VEC;
-  constexpr int U = kMapUnroll<NIN>;
+  constexpr int U = Tile::kPacks;
+  Pack<T, VEC> in[U][NIN];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t iv = base + static_cast<int64_t>(u) * Tile::kThreads;
+    if (iv < nvec) {
+#pragma unroll
+      for (int k = 0; k < NIN; ++k) in[u][k] = load_pack<T, VEC>(args.in[k] + iv * VEC);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t iv = base + static_cast<int64_t>(u) * Tile::kThreads;
+    if (iv < nvec) {
+      float f[NIN][VEC];
+#pragma unroll
+      for (int k = 0; k < NIN; ++k) unpack<T, VEC>(in[u][k], f[k]);
+      float r[VEC];
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        float a[NIN];
+#pragma unroll
+        for (int k = 0; k < NIN; ++k) a[k] = f[k][i];
+        r[i] = map_apply<Op, V, NIN>(a);
+      }
+      store_pack<T, VEC>(args.out + iv * VEC, pack<T, VEC>(r));
+    }
+  }
+}
+
+template <class Op, class V, int NIN, class Tile>
+__global__ void __launch_bounds__(Tile::kThreads, Tile::template min_blocks<NIN>())
+    map_kernel(MapArgs<typename V::T, NIN> args) {
+  using T = typename V::T;
+  constexpr int VEC = V::VEC;
+  constexpr int64_t kTile = static_cast<int64_t>(Tile::kThreads) * Tile::kPacks;
   const int64_t nvec = args.n / VEC;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * U;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x;
-       base < nvec; base += stride) {
-    Pack<T, VEC> in[U][NIN];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t iv = base + static_cast<int64_t>(u) * blockDim.x;
-      if (iv < nvec) {
-#pragma unroll
-        for (int k = 0; k < NIN; ++k) in[u][k] = load_pack<T, VEC>(args.in[k] + iv * VEC);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t iv = base + static_cast<int64_t>(u) * blockDim.x;
-      if (iv < nvec) {
-        float f[NIN][VEC];
-#pragma unroll
-        for (int k = 0; k < NIN; ++k) unpack<T, VEC>(in[u][k], f[k]);
-        float r[VEC];
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-          float a[NIN];
-#pragma unroll
-          for (int k = 0; k < NIN; ++k) a[k] = f[k][i];
-          r[i] = map_apply<Op, V, NIN>(a);
-        }
-        store_pack<T, VEC>(args.out + iv * VEC, pack<T, VEC>(r));
-      }
-    }
+  // One pass, unless the tensor has more than 2^31 - 1 tiles (the grid's limit).
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x; base < nvec;
+       base += static_cast<int64_t>(gridDim.x) * kTile) {
+    map_tile<Op, V, NIN, Tile>(args, base, nvec);
   }
-  const int64_t t = nvec * VEC + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < args.n) {
-    float a[NIN];
+  if (blockIdx.x == 0) {
+    const int64_t t = nvec * VEC + threadIdx.x;  // n % VEC < kThreads elements
+    if (t < args.n) {
+      float a[NIN];
 #pragma unroll
-    for (int k = 0; k < NIN; ++k) a[k] = to_float(args.in[k][t]);
-    args.out[t] = from_float<T>(map_apply<Op, V, NIN>(a));
+      for (int k = 0; k < NIN; ++k) a[k] = to_float(args.in[k][t]);
+      args.out[t] = from_float<T>(map_apply<Op, V, NIN>(a));
+    }
   }
 }
 
-// Grid of a grid-stride kernel: never more blocks than fit on the GPU at once.
-// Every block does the same number of iterations, so blocks beyond one resident wave
-// run as a second, partial wave at low occupancy (a 48-register unary map fits 5
-// blocks per SM: a fixed 8 per SM left 3 of 8 blocks for a tail at 60% occupancy).
-template <class Kernel>
-int64_t resident_grid(Kernel kernel, int threads, int64_t wanted) {
-  const int64_t sms = sm_count();
-  if (wanted <= sms) return wanted < 1 ? 1 : wanted;
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess ||
-      per_sm < 1) {
-    (void)cudaGetLastError();  // the launch reports any real problem itself
-    per_sm = 1;
-  }
-  const int64_t cap = sms * per_sm;
-  return wanted < cap ? wanted : cap;
+template <class Op, class V, int NIN, class Tile>
+cudaError_t launch_map_tile(const MapArgs<typename V::T, NIN>& args, cudaStream_t stream) {
+  constexpr int64_t kTile = static_cast<int64_t>(Tile::kThreads) * Tile::kPacks;
+  int64_t blocks = ceil_div(args.n / V::VEC, kTile);
+  if (blocks < 1) blocks = 1;  // the scalar tail alone
+  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+  map_kernel<Op, V, NIN, Tile><<<static_cast<unsigned>(blocks), Tile::kThreads, 0, stream>>>(args);
+  return cudaGetLastError();
 }
 
-template <class Op, int NIN>
+// Tile = void picks MapTileLarge or MapTileSmall by size; the tuning bench passes one.
+template <class Op, int NIN, class Tile = void>
 cudaError_t launch_map(DType dt, const void* const (&in)[NIN], void* out, int64_t n,
                        cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
@@ -477,12 +499,16 @@ cudaError_t launch_map(DType dt, const void* const (&in)[NIN], void* out, int64_
     for (int k = 0; k < NIN; ++k) args.in[k] = static_cast<const T*>(in[k]);
     args.out = static_cast<T*>(out);
     args.n = n;
-    const int64_t nvec = n / V::VEC;
-    const int64_t wanted =
-        ceil_div(nvec, static_cast<int64_t>(kMapThreads) * kMapUnroll<NIN>);
-    const int64_t blocks = resident_grid(map_kernel<Op, V, NIN>, kMapThreads, wanted);
-    map_kernel<Op, V, NIN><<<static_cast<unsigned>(blocks), kMapThreads, 0, stream>>>(args);
-    return cudaGetLastError();
+    if constexpr (!std::is_void_v<Tile>) {
+      return launch_map_tile<Op, V, NIN, Tile>(args, stream);
+    } else {
+      using Large = MapTileLarge<NIN>;
+      // One wave of large tiles: 1024 / 256 resident blocks on each SM.
+      const int64_t wave = static_cast<int64_t>(sm_count()) * (1024 / Large::kThreads);
+      const int64_t large_tiles = ceil_div(n / V::VEC, int64_t{Large::kThreads} * Large::kPacks);
+      if (large_tiles >= wave) return launch_map_tile<Op, V, NIN, Large>(args, stream);
+      return launch_map_tile<Op, V, NIN, MapTileSmall<NIN>>(args, stream);
+    }
   });
 }
 

@@ -1,0 +1,213 @@
+// Tuning bench for the kernel library's launch choices, on the GPU present.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr -o /tmp/kernel_tiles \
+//        scripts/tune/kernel_tiles.cu && /tmp/kernel_tiles [out.jsonl]
+//
+// It compiles the library's own kernel sources (no copies) and times, per op and
+// dtype, each candidate: map-kernel tiles (threads per block, packs in flight per
+// thread; "auto" is the library's own choice) and, for the row kernels, packs per
+// thread (so threads per row).
+// Bandwidth counts each input read once and the output written once. Not the
+// harness: no eager baseline, no correctness checks (the GPU tests do those).
+#include <algorithm>
+#include <type_traits>
+#include <cstdio>
+#include <vector>
+
+#include "../../kernels_ext/csrc/activation/activation.cu"
+#include "../../kernels_ext/csrc/elementwise/elementwise.cu"
+#include "../../kernels_ext/csrc/layernorm/layernorm.cu"
+#include "../../kernels_ext/csrc/rmsnorm/rmsnorm.cu"
+#include "../../kernels_ext/csrc/softmax/softmax.cu"
+
+// Named (not anonymous): nvcc's host stubs cannot tell two anonymous namespaces apart.
+namespace tune {
+
+using namespace sk;
+
+#define CHECK(x)                                                            \
+  do {                                                                      \
+    cudaError_t e_ = (x);                                                   \
+    if (e_ != cudaSuccess) {                                                \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                         \
+    }                                                                       \
+  } while (0)
+
+struct Identity {
+  template <bool kLow>
+  __device__ __forceinline__ static float apply(float x) { return x; }
+};
+
+template <typename T>
+__global__ void fill(T* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
+    p[i] = from_float<T>(((h & 0xffffff) / 16777216.0f) * 8.0f - 4.0f);
+  }
+}
+
+FILE* g_out = nullptr;  // the bench's one output file, set once in main
+
+// Median of reps single-launch times (ms), after warmups.
+template <class F>
+float time_ms(F&& launch, int reps) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) launch();
+  CHECK(cudaGetLastError());
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[t.size() / 2];
+}
+
+void report(const char* op, const char* dtype, long rows, long cols, const char* variant,
+            double bytes, float ms) {
+  const double gbs = bytes / (ms * 1e-3) / 1e9;
+  std::printf("%-10s %-5s %6ldx%-6ld %-34s %9.1f us %7.0f GB/s\n", op, dtype, rows, cols, variant,
+              ms * 1e3, gbs);
+  if (g_out) {
+    std::fprintf(g_out,
+                 "{\"op\":\"%s\",\"dtype\":\"%s\",\"rows\":%ld,\"cols\":%ld,\"variant\":\"%s\","
+                 "\"us\":%.3f,\"gbs\":%.1f}\n",
+                 op, dtype, rows, cols, variant, ms * 1e3, gbs);
+  }
+}
+
+struct Buffers {
+  void* a;
+  void* b;
+  void* out;
+  void* w;
+  void* bias;
+};
+
+template <class Op, int NIN, class Tile, class V>
+void bench_map_tile(const char* op, const Buffers& buf, long rows, long cols, int reps) {
+  using T = typename V::T;
+  const int64_t n = (int64_t)rows * cols;
+  const void* const in[2] = {buf.a, buf.b};
+  const void* const (&inn)[NIN] = *reinterpret_cast<const void* const(*)[NIN]>(&in);
+  const DType dt = sizeof(T) == 4 ? DType::kFloat32 : DType::kBFloat16;
+  const auto launch = [&] {
+    const cudaError_t e = launch_map<Op, NIN, Tile>(dt, inn, buf.out, n, 0);
+    CHECK(e);
+  };
+  const float ms = time_ms(launch, reps);
+  char name[64];
+  if constexpr (std::is_void_v<Tile>) {
+    std::snprintf(name, sizeof name, "map auto");
+  } else {
+    std::snprintf(name, sizeof name, "map t%d p%d", Tile::kThreads, Tile::kPacks);
+  }
+  report(op, sizeof(T) == 4 ? "f32" : "bf16", rows, cols, name, (NIN + 1.0) * n * sizeof(T), ms);
+}
+
+template <class Op, int NIN, class V>
+void bench_map(const char* op, const Buffers& buf, long rows, long cols, int reps) {
+  constexpr int P = 8 / NIN;
+  bench_map_tile<Op, NIN, void, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<256, P>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<128, P / 2>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<128, P>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<512, P>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<256, P / 2>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<256, 2 * P>, V>(op, buf, rows, cols, reps);
+}
+
+// Block-per-row kernels with NV packs per thread (the library uses 4, or 8 for rows
+// too long for 1024 threads x 4 packs).
+template <class V, int NV>
+void bench_rows_nv(const Buffers& buf, long rows, long cols, int reps) {
+  using T = typename V::T;
+  const char* dt = sizeof(T) == 4 ? "f32" : "bf16";
+  const int nvec = cols / V::VEC;
+  const int threads = round_up32(ceil_div(nvec, NV));
+  if (threads > 1024) return;
+  const double bytes = 2.0 * rows * cols * sizeof(T);
+  const auto* x = static_cast<const T*>(buf.a);
+  auto* y = static_cast<T*>(buf.out);
+  char name[64];
+  std::snprintf(name, sizeof name, "block nv%d t%d", NV, threads);
+  float ms = time_ms([&] {
+    softmax_rows<V, NV, false><<<rows, threads>>>(x, y, rows, (int)cols);
+  }, reps);
+  report("softmax", dt, rows, cols, name, bytes, ms);
+  LnArgs<T> la{x, static_cast<const T*>(buf.w), static_cast<const T*>(buf.bias), y, rows, (int)cols, 1e-5f};
+  ms = time_ms([&] { layernorm_rows<V, NV, false><<<rows, threads>>>(la); }, reps);
+  report("layernorm", dt, rows, cols, name, bytes, ms);
+  RmsArgs<T> ra{};
+  ra.x = x;
+  ra.weight = static_cast<const T*>(buf.w);
+  ra.y = y;
+  ra.rows = rows;
+  ra.cols = (int)cols;
+  ra.eps = 1e-6f;
+  ms = time_ms([&] { rmsnorm_rows<V, NV, false, false><<<rows, threads>>>(ra); }, reps);
+  report("rmsnorm", dt, rows, cols, name, bytes, ms);
+}
+
+template <class V>
+void bench_rows(const Buffers& buf, long rows, long cols, int reps) {
+  bench_rows_nv<V, 2>(buf, rows, cols, reps);
+  bench_rows_nv<V, 4>(buf, rows, cols, reps);
+  bench_rows_nv<V, 8>(buf, rows, cols, reps);
+}
+
+template <class V>
+void bench_all(const Buffers& buf, int reps_big, int reps_small) {
+  const long R = 32768, C = 8192;
+  bench_map<Identity, 1, V>("copy", buf, R, C, reps_big);
+  bench_map<Add, 2, V>("add", buf, R, C, reps_big);
+  bench_map<GeluErf, 1, V>("gelu", buf, R, C, reps_big);
+  bench_map<Silu, 1, V>("silu", buf, R, C, reps_big);
+  bench_map<SwiGlu, 2, V>("swiglu", buf, R, C, reps_big);
+  bench_map<GeluErf, 1, V>("gelu", buf, 1024, 1024, reps_small);
+  bench_map<Add, 2, V>("add", buf, 1024, 1024, reps_small);
+  bench_rows<V>(buf, R, C, reps_big);
+  bench_rows<V>(buf, 8192, 4096, reps_small);
+}
+
+}  // namespace tune
+
+using namespace tune;
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_out = std::fopen(argv[1], "w");
+  const int64_t n = 32768LL * 8192;
+  Buffers buf{};
+  CHECK(cudaMalloc(&buf.a, n * 4));
+  CHECK(cudaMalloc(&buf.b, n * 4));
+  CHECK(cudaMalloc(&buf.out, n * 4));
+  CHECK(cudaMalloc(&buf.w, 8192 * 4));
+  CHECK(cudaMalloc(&buf.bias, 8192 * 4));
+  fill<float><<<1024, 256>>>((float*)buf.a, n, 1);
+  fill<float><<<1024, 256>>>((float*)buf.b, n, 2);
+  fill<float><<<32, 256>>>((float*)buf.w, 8192, 3);
+  fill<float><<<32, 256>>>((float*)buf.bias, 8192, 4);
+  CHECK(cudaDeviceSynchronize());
+  bench_all<f32x4>(buf, 15, 50);
+  fill<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16*)buf.a, n, 1);
+  fill<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16*)buf.b, n, 2);
+  fill<__nv_bfloat16><<<32, 256>>>((__nv_bfloat16*)buf.w, 8192, 3);
+  fill<__nv_bfloat16><<<32, 256>>>((__nv_bfloat16*)buf.bias, 8192, 4);
+  CHECK(cudaDeviceSynchronize());
+  bench_all<bf16x8>(buf, 15, 50);
+  if (g_out) std::fclose(g_out);
+  return 0;
+}
