@@ -5,7 +5,7 @@
 //
 // It compiles the library's own kernel sources (no copies) and times, per op and
 // dtype, each candidate: map-kernel tiles (threads per block, packs in flight per
-// thread; "auto" is the library's own choice) and, for the row kernels, packs per
+// thread, resident threads per SM; "auto" is the library's own choice) and, for the row kernels, packs per
 // thread (so threads per row).
 // Bandwidth counts each input read once and the output written once. Not the
 // harness: no eager baseline, no correctness checks (the GPU tests do those).
@@ -113,21 +113,21 @@ void bench_map_tile(const char* op, const Buffers& buf, long rows, long cols, in
   if constexpr (std::is_void_v<Tile>) {
     std::snprintf(name, sizeof name, "map auto");
   } else {
-    std::snprintf(name, sizeof name, "map t%d p%d", Tile::kThreads, Tile::kPacks);
+    std::snprintf(name, sizeof name, "map t%d p%d r%d", Tile::kThreads, Tile::kPacks,
+                  Tile::kResident);
   }
   report(op, sizeof(T) == 4 ? "f32" : "bf16", rows, cols, name, (NIN + 1.0) * n * sizeof(T), ms);
 }
 
 template <class Op, int NIN, class V>
 void bench_map(const char* op, const Buffers& buf, long rows, long cols, int reps) {
-  constexpr int P = 8 / NIN;
   bench_map_tile<Op, NIN, void, V>(op, buf, rows, cols, reps);
-  bench_map_tile<Op, NIN, MapTile<256, P>, V>(op, buf, rows, cols, reps);
-  bench_map_tile<Op, NIN, MapTile<128, P / 2>, V>(op, buf, rows, cols, reps);
-  bench_map_tile<Op, NIN, MapTile<128, P>, V>(op, buf, rows, cols, reps);
-  bench_map_tile<Op, NIN, MapTile<512, P>, V>(op, buf, rows, cols, reps);
-  bench_map_tile<Op, NIN, MapTile<256, P / 2>, V>(op, buf, rows, cols, reps);
-  bench_map_tile<Op, NIN, MapTile<256, 2 * P>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<128, 1, 2048>, V>(op, buf, rows, cols, reps);  // cheap
+  bench_map_tile<Op, NIN, MapTile<128, 2, 2048>, V>(op, buf, rows, cols, reps);  // costly fp32
+  bench_map_tile<Op, NIN, MapTile<256, 8 / NIN, 1024>, V>(op, buf, rows, cols, reps);  // costly 16-bit
+  bench_map_tile<Op, NIN, MapTile<128, 4 / NIN, 1024>, V>(op, buf, rows, cols, reps);  // its small size
+  bench_map_tile<Op, NIN, MapTile<256, 1, 2048>, V>(op, buf, rows, cols, reps);
+  bench_map_tile<Op, NIN, MapTile<512, 8 / NIN, 1024>, V>(op, buf, rows, cols, reps);
 }
 
 // Block-per-row kernels with NV packs per thread (the library uses 4, or 8 for rows
@@ -175,9 +175,11 @@ void bench_all(const Buffers& buf, int reps_big, int reps_small) {
   bench_map<Identity, 1, V>("copy", buf, R, C, reps_big);
   bench_map<Add, 2, V>("add", buf, R, C, reps_big);
   bench_map<GeluErf, 1, V>("gelu", buf, R, C, reps_big);
+  bench_map<GeluTanh, 1, V>("gelu_tanh", buf, R, C, reps_big);
   bench_map<Silu, 1, V>("silu", buf, R, C, reps_big);
   bench_map<SwiGlu, 2, V>("swiglu", buf, R, C, reps_big);
   bench_map<GeluErf, 1, V>("gelu", buf, 1024, 1024, reps_small);
+  bench_map<Silu, 1, V>("silu", buf, 1024, 1024, reps_small);
   bench_map<Add, 2, V>("add", buf, 1024, 1024, reps_small);
   bench_rows<V>(buf, R, C, reps_big);
   bench_rows<V>(buf, 8192, 4096, reps_small);

@@ -68,6 +68,7 @@ struct Relu {
 };
 
 struct GeluErf {
+  static constexpr bool kCostly = true;  // erf: see MapTile in common.cuh
   template <bool kLow>
   __device__ __forceinline__ static float apply(float x) {
     if constexpr (kLow) {

@@ -370,31 +370,38 @@ struct RowCache {
 // Pointwise map: out[i] = Op(in0[i] [, in1[i]]).
 //
 // A MapTile is the work of one block: kThreads threads, each loading kPacks packs per
-// input (all issued before any is used) and writing kPacks packs. One tile per block,
-// as many blocks as tiles: on the H200 this ran 7-13% faster than a grid-stride loop
-// over one resident wave, and L2 streaming hints (L2::256B prefetch, evict-first
-// stores) changed nothing (scripts/tune/kernel_tiles.cu, results/h200/tiles.jsonl).
+// input (all issued before any is used) and writing kPacks packs; kResident threads
+// per SM set the register cap (65536 / kResident). One tile per block, as many blocks
+// as tiles. Measured on the H200 (scripts/tune/kernel_tiles.cu, results/h200/tiles*):
+// - one tile per block ran 7-13% faster than a grid-stride loop over one resident
+//   wave; L2 streaming hints and coherent loads changed nothing;
+// - cheap ops run fastest with the smallest tiles at full occupancy (one pack per input
+//   per thread, 128-thread blocks, 2048 threads per SM: 3-4% over 8 packs at 1024);
+// - ops whose arithmetic per pack is long (Op::kCostly: erf GELU) need independent
+//   packs in flight to hide it: fp32 2 per thread at full occupancy; 16-bit (8
+//   elements a pack) 8 per thread at 1024 threads, 30% faster than 1 per thread.
 // The n % VEC tail is done by the first threads of block 0.
-template <int Threads, int Packs>
+template <int Threads, int Packs, int ResidentThreads>
 struct MapTile {
   static constexpr int kThreads = Threads;
   static constexpr int kPacks = Packs;
-  // Registers: <= 64 (1024 resident threads per SM) while a thread holds at most 8
-  // packs (32 registers), else <= 128.
-  template <int NIN>
-  static constexpr int min_blocks() {
-    const int b = (Packs * NIN <= 8 ? 1024 : 512) / Threads;
-    return b < 1 ? 1 : b;
-  }
+  static constexpr int kResident = ResidentThreads;
+  static constexpr int kMinBlocks = ResidentThreads / Threads;
+  static_assert(kMinBlocks >= 1, "a block cannot exceed the resident threads");
 };
 
-// Large tensors: 8 x 16 B in flight per thread, unary and binary alike. Tensors that
-// would not fill one wave of those (e.g. 1024 x 1024 bf16: 64 blocks for 132 SMs)
-// take quarter-size tiles: 4x the blocks, 15% faster there.
-template <int NIN>
-using MapTileLarge = MapTile<256, 8 / NIN>;
-template <int NIN>
-using MapTileSmall = MapTile<128, 4 / NIN>;
+using MapTileCheap = MapTile<128, 1, 2048>;
+using MapTileCostly32 = MapTile<128, 2, 2048>;
+using MapTileCostly16 = MapTile<256, 8, 1024>;
+// 16-bit costly ops on tensors that would not fill one wave of MapTileCostly16
+// (1024 x 1024 bf16: 64 blocks for 132 SMs): quarter-size tiles, 15% faster there.
+using MapTileCostly16Small = MapTile<128, 4, 1024>;
+
+// Op::kCostly, false when an op does not say.
+template <class Op, class = void>
+struct IsCostly : std::false_type {};
+template <class Op>
+struct IsCostly<Op, std::void_t<decltype(Op::kCostly)>> : std::bool_constant<Op::kCostly> {};
 
 template <typename T, int NIN>
 struct MapArgs {
@@ -453,7 +460,7 @@ __device__ __forceinline__ void map_tile(const MapArgs<typename V::T, NIN>& args
 }
 
 template <class Op, class V, int NIN, class Tile>
-__global__ void __launch_bounds__(Tile::kThreads, Tile::template min_blocks<NIN>())
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     map_kernel(MapArgs<typename V::T, NIN> args) {
   using T = typename V::T;
   constexpr int VEC = V::VEC;
@@ -485,7 +492,8 @@ cudaError_t launch_map_tile(const MapArgs<typename V::T, NIN>& args, cudaStream_
   return cudaGetLastError();
 }
 
-// Tile = void picks MapTileLarge or MapTileSmall by size; the tuning bench passes one.
+// Tile = void picks the measured tile for the op, dtype and size; the tuning bench
+// passes its own.
 template <class Op, int NIN, class Tile = void>
 cudaError_t launch_map(DType dt, const void* const (&in)[NIN], void* out, int64_t n,
                        cudaStream_t stream) {
@@ -501,13 +509,16 @@ cudaError_t launch_map(DType dt, const void* const (&in)[NIN], void* out, int64_
     args.n = n;
     if constexpr (!std::is_void_v<Tile>) {
       return launch_map_tile<Op, V, NIN, Tile>(args, stream);
+    } else if constexpr (!IsCostly<Op>::value) {
+      return launch_map_tile<Op, V, NIN, MapTileCheap>(args, stream);
+    } else if constexpr (sizeof(T) == 4) {
+      return launch_map_tile<Op, V, NIN, MapTileCostly32>(args, stream);
     } else {
-      using Large = MapTileLarge<NIN>;
-      // One wave of large tiles: 1024 / 256 resident blocks on each SM.
-      const int64_t wave = static_cast<int64_t>(sm_count()) * (1024 / Large::kThreads);
-      const int64_t large_tiles = ceil_div(n / V::VEC, int64_t{Large::kThreads} * Large::kPacks);
-      if (large_tiles >= wave) return launch_map_tile<Op, V, NIN, Large>(args, stream);
-      return launch_map_tile<Op, V, NIN, MapTileSmall<NIN>>(args, stream);
+      using Big = MapTileCostly16;
+      const int64_t wave = static_cast<int64_t>(sm_count()) * (Big::kResident / Big::kThreads);
+      const int64_t tiles = ceil_div(n / V::VEC, int64_t{Big::kThreads} * Big::kPacks);
+      if (tiles >= wave) return launch_map_tile<Op, V, NIN, Big>(args, stream);
+      return launch_map_tile<Op, V, NIN, MapTileCostly16Small>(args, stream);
     }
   });
 }
