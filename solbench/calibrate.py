@@ -43,6 +43,7 @@ MATMUL_N_GPU = 8192
 BATCH_TARGET_S = 0.02                # each timed batch of calls lasts at least this long
 MAX_REPS = 200
 BATCHES = 5                          # best-of-N batches
+SINGLE_CALL_BUDGET_S = 0.5           # matmuls: time spent timing single calls with solbench's timer
 CPU_COPY_BYTES = 128 * 2**20
 CPU_MATMUL_N = 1024
 QUICK_CPU_COPY_BYTES = 8 * 2**20
@@ -358,13 +359,13 @@ def _gpu_steps(torch: Any, dev: Any, props: Any, quick: bool, sample: Callable[[
         plan.append((f"DRAM write {size / 2**20:.0f} MiB", lambda size=size: _dram(torch, dev, "write", size, sample)))
     plan.append((f"L2 read {l2 * L2_FRACTION / 2**20:.1f} MiB", lambda: _l2_read(torch, dev, int(l2 * L2_FRACTION), sample)))
     plan.append((f"L2 copy {l2 * L2_FRACTION / 2**20:.1f} MiB", lambda: _l2_copy(torch, dev, int(l2 * L2_FRACTION), sample)))
-    plan.append((f"fp32 matmul {n}^3 (tf32 off)", lambda: _matmul(torch, dev, "fp32", n, sample)))
+    plan.append((f"fp32 matmul {n}^3 (tf32 off)", lambda: _matmul(torch, dev, "fp32", n, sample, l2)))
     if cap >= (8, 0):
-        plan.append((f"tf32 matmul {n}^3", lambda: _matmul(torch, dev, "tf32", n, sample)))
-        plan.append((f"bf16 matmul {n}^3", lambda: _matmul(torch, dev, "bf16", n, sample)))
-    plan.append((f"fp16 matmul {n}^3", lambda: _matmul(torch, dev, "fp16", n, sample)))
+        plan.append((f"tf32 matmul {n}^3", lambda: _matmul(torch, dev, "tf32", n, sample, l2)))
+        plan.append((f"bf16 matmul {n}^3", lambda: _matmul(torch, dev, "bf16", n, sample, l2)))
+    plan.append((f"fp16 matmul {n}^3", lambda: _matmul(torch, dev, "fp16", n, sample, l2)))
     if cap >= (8, 9) and hasattr(torch, "_scaled_mm"):
-        plan.append((f"fp8 e4m3 matmul {n}^3", lambda: _matmul(torch, dev, "fp8", n, sample)))
+        plan.append((f"fp8 e4m3 matmul {n}^3", lambda: _matmul(torch, dev, "fp8", n, sample, l2)))
     return plan
 
 
@@ -421,34 +422,59 @@ def _l2_copy(torch: Any, dev: Any, size: int, sample: Callable[[], None]) -> Mea
                     note=f"{copies} copies replayed from one CUDA graph")
 
 
-def _matmul(torch: Any, dev: Any, key: str, n: int, sample: Callable[[], None]) -> Measured:
+def _single_call_best(fn: Callable[[], Any], l2_bytes: int | None) -> float:
+    """Best single-call time under `solbench run`'s own timer (events, L2 flushed, tare subtracted).
+
+    Back-to-back batches can run at a lower, power-limited clock than the spaced single calls the
+    harness times: on an H200, fp8 `_scaled_mm` ran 1,332 TFLOP/s in batches while `solbench run`
+    timed 1,429-1,464, so a ceiling taken from batches alone was beaten by the baseline it scores.
+    """
+    from solbench import timing
+
+    config = timing.TimingConfig(budget_s=SINGLE_CALL_BUDGET_S, cross_check=False)
+    m = timing.measure(lambda _i: fn(), "cuda", config, l2_bytes=l2_bytes)
+    return min(m.samples_s)
+
+
+def _matmul_candidates(torch: Any, dev: Any, key: str, n: int) -> list[tuple[str, Callable[[], Any]]]:
+    """The layouts (and fp8 accumulation modes) tried for one precision; the fastest sets the ceiling."""
     gen = torch.Generator(device=dev).manual_seed(0)
-    flops = 2.0 * n**3
     if key == "fp8":
         a = torch.randn(n, n, device=dev, generator=gen).to(torch.float8_e4m3fn)
         b = torch.randn(n, n, device=dev, generator=gen).to(torch.float8_e4m3fn).t()  # column-major
         one = torch.ones((), device=dev, dtype=torch.float32)
-        best, note = math.inf, ""
-        for fast in (False, True):
-            try:
-                t = _time_cuda(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                                                        use_fast_accum=fast), torch, sample)
-            except (RuntimeError, TypeError) as exc:
-                note = f"use_fast_accum={fast} failed: {exc}"
-                continue
-            if t < best:
-                best, note = t, f"torch._scaled_mm, bf16 out, use_fast_accum={fast}"
-        if not math.isfinite(best):
-            raise RuntimeError(note)
-        return Measured(what="matmul_fp8", unit="FLOP/s", size=n, work=flops, best_s=best, rate=flops / best, note=note)
+        return [(f"torch._scaled_mm, bf16 out, use_fast_accum={fast}",
+                 lambda fast=fast: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                    use_fast_accum=fast))
+                for fast in (False, True)]
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[key]
     a = torch.randn(n, n, device=dev, generator=gen).to(dtype)
     b = torch.randn(n, n, device=dev, generator=gen).to(dtype)
+    return [("A @ B", lambda: a @ b), ("A @ B^T (a linear layer)", lambda: a @ b.t())]
+
+
+def _matmul(torch: Any, dev: Any, key: str, n: int, sample: Callable[[], None],
+            l2_bytes: int | None = None) -> Measured:
+    """Best rate over the candidates, each timed in batches and, on a GPU, as single calls."""
+    best, note, failures = math.inf, "", []
     with _tf32(torch, key == "tf32"):
-        t = _time_cuda(lambda: a @ b, torch, sample)
-    return Measured(what=f"matmul_{key}", unit="FLOP/s", size=n, work=flops, best_s=t, rate=flops / t)
-
-
+        for label, fn in _matmul_candidates(torch, dev, key, n):
+            try:
+                t, how = _time_cuda(fn, torch, sample), "batched"
+                if getattr(dev, "type", "cpu") == "cuda":
+                    single = _single_call_best(fn, l2_bytes)
+                    if single < t:
+                        t, how = single, "single call"
+            except (RuntimeError, TypeError) as exc:
+                failures.append(f"{label} failed: {exc}")
+                continue
+            if t < best:
+                best, note = t, f"{label}, best {how}"
+    if not math.isfinite(best):
+        raise RuntimeError("; ".join(failures))
+    flops = 2.0 * n**3
+    return Measured(what=f"matmul_{key}", unit="FLOP/s", size=n, work=flops, best_s=best, rate=flops / best,
+                    note=note)
 
 
 def measure_gpu(device: str = "cuda", quick: bool = False, progress: Progress | None = None) -> Calibration:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -221,3 +222,35 @@ def test_the_best_matmul_size_sets_the_cpu_ceiling():
     c = cal._assemble(ms, device_kind="cpu", name="cpu", sm_count=None, memory_bytes=None, cc=None, l2_bytes=None,
                       driver=None, cuda=None, torch_version="x", clocks={}, quick=True)
     assert c.simt["fp32"] == 9e10 and c.tensor["bf16"] == 9e10
+
+
+def test_matmul_ceiling_is_the_best_layout_and_the_best_timer(monkeypatch) -> None:
+    """A batched-only ceiling was beaten on an H200 (power-limited batches): single calls count too."""
+    import types
+
+    batched = {"slow layout": 2.0, "fast layout": 1.0}
+    single = {"slow layout": 1.5, "fast layout": 0.8}
+    calls = {label: (lambda label=label: label) for label in batched}
+    monkeypatch.setattr(cal, "_matmul_candidates", lambda *a: list(calls.items()))
+    monkeypatch.setattr(cal, "_time_cuda", lambda fn, torch, sample: batched[fn()])
+    monkeypatch.setattr(cal, "_single_call_best", lambda fn, l2: single[fn()])
+    monkeypatch.setattr(cal, "_tf32", lambda torch, allow: contextlib.nullcontext())
+    m = cal._matmul(None, types.SimpleNamespace(type="cuda"), "bf16", 10, lambda: None, l2_bytes=1)
+    assert m.best_s == 0.8 and m.rate == 2.0 * 10**3 / 0.8
+    assert m.note == "fast layout, best single call"
+    # Off the GPU only batches are timed.
+    m = cal._matmul(None, types.SimpleNamespace(type="cpu"), "bf16", 10, lambda: None)
+    assert m.best_s == 1.0 and m.note == "fast layout, best batched"
+
+
+def test_matmul_fails_only_when_every_candidate_fails(monkeypatch) -> None:
+    import types
+
+    def boom() -> None:
+        raise RuntimeError("no kernel for this layout")
+
+    monkeypatch.setattr(cal, "_matmul_candidates", lambda *a: [("A @ B", boom), ("A @ B^T", boom)])
+    monkeypatch.setattr(cal, "_time_cuda", lambda fn, torch, sample: fn())
+    monkeypatch.setattr(cal, "_tf32", lambda torch, allow: contextlib.nullcontext())
+    with pytest.raises(RuntimeError, match="A @ B failed: no kernel.*A @ B\\^T failed"):
+        cal._matmul(None, types.SimpleNamespace(type="cpu"), "fp8", 10, lambda: None)
