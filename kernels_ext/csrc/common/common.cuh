@@ -223,7 +223,6 @@ struct RowGroup {
       return block_allreduce<Op>(v, smem);
     }
   }
-
 };
 
 constexpr int kWarpRowsPerBlock = 4;  // warp-per-row kernels: 128 threads, 4 rows
