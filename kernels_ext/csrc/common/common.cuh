@@ -380,12 +380,26 @@ struct RowCache {
 //   packs in flight to hide it: fp32 2 per thread at full occupancy; 16-bit (8
 //   elements a pack) 8 per thread at 1024 threads, 30% faster than 1 per thread.
 // The n % VEC tail is done by the first threads of block 0.
+//
+// The most threads one SM holds, for the architecture being compiled (compute
+// capability 7.5: 1024; 8.6, 8.7, 8.9, 12.x: 1536; 8.0, 9.0, 10.x: 2048), so a tile's
+// register cap is one the SM can honour (ptxas ignores a larger one, with a warning).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+constexpr int kMaxThreadsPerSm = 1024;
+#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || \
+                                 __CUDA_ARCH__ == 890 || __CUDA_ARCH__ >= 1200)
+constexpr int kMaxThreadsPerSm = 1536;
+#else
+constexpr int kMaxThreadsPerSm = 2048;
+#endif
+
 template <int Threads, int Packs, int ResidentThreads>
 struct MapTile {
   static constexpr int kThreads = Threads;
   static constexpr int kPacks = Packs;
   static constexpr int kResident = ResidentThreads;
-  static constexpr int kMinBlocks = ResidentThreads / Threads;
+  static constexpr int kMinBlocks =
+      (ResidentThreads < kMaxThreadsPerSm ? ResidentThreads : kMaxThreadsPerSm) / Threads;
   static_assert(kMinBlocks >= 1, "a block cannot exceed the resident threads");
 };
 
