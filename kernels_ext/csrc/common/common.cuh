@@ -378,7 +378,7 @@ struct RowCache {
 //   per thread, 128-thread blocks, 2048 threads per SM: 3-4% over 8 packs at 1024);
 // - ops whose arithmetic per pack is long (Op::kCostly: erf GELU) need independent
 //   packs in flight to hide it: fp32 2 per thread at full occupancy; 16-bit (8
-//   elements a pack) 8 per thread at 1024 threads, 30% faster than 1 per thread.
+//   elements a pack) 8 per thread at 1024 threads, ~20% faster than 1 per thread.
 // The n % VEC tail is done by the first threads of block 0.
 //
 // The most threads one SM holds, for the architecture being compiled (compute
