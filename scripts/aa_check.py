@@ -5,14 +5,14 @@
 Per case (op, case, dtype, impl, status ok in both): both medians, the relative difference and the
 combined noise sqrt(rse_a^2 + rse_b^2), where rse is the record's `time_s.rse`: the same definition the
 harness reports (within-run noise, SM-clock spread, the events tare's error and the per-device
-run-to-run floor, in quadrature; see solbench/timing.py). A pair fails when |difference| > 3 x combined
+run-to-run floor, in quadrature; see solbench/measure/noise.py). A pair fails when |difference| > 3 x combined
 (no extra allowance: the floor is part of each run's reported noise). Exit 1 on any failure, when the
 files share no measured case, or when they come from a harness whose rse lacked the run-to-run part.
 
 It also estimates the run-to-run floor from this pair: the excess of the squared differences over the
 noise the runs could see themselves, floor^2 = mean(diff^2 - seen_a^2 - seen_b^2) / 2 (seen = rse without
 its floor part). If that exceeds the floor the records used, the floor constant is too small for this
-device and should be raised (solbench.timing.RUN_TO_RUN_FLOOR).
+device and should be raised (solbench.measure.noise.RUN_TO_RUN_FLOOR).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 echo "== pytest gpu timing + traps"
-timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_timing_gpu.py tests/gpu/test_traps_gpu.py 2>&1 | tail -25
+timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_measure_gpu.py tests/gpu/test_traps_gpu.py 2>&1 | tail -25
 echo "== timer agreement"
 timeout 150 python3 scripts/timer_agreement.py "$OUT/timers.json" 2>&1 | grep -v USDT
 echo "== A/A (eager baselines of softmax and gemm, twice)"

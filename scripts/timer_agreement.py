@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from solbench import timing
+from solbench import measure as timing
 from solbench.telemetry import ClockMonitor
 
 LONG_TOL = 0.05

@@ -18,18 +18,16 @@ clears t/2 long before its point estimate could fall below the threshold by chan
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from solbench.console import make_console
 from solbench.errors import UserError
-from solbench.results import load_run
+from solbench.results import Record, Run, load_run
 
 COMPARE_SCHEMA = "solbench.compare/1"
 
@@ -53,28 +51,20 @@ Key = tuple[str, str, str, str]  # (op, case, dtype, impl)
 # ---------------------------------------------------------------- loading
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
+def load_results(path: str | Path) -> Run:
     """Load and check one results file (errors name the file)."""
     return load_run(Path(path))
-
-
-def record_key(rec: dict[str, Any]) -> Key:
-    return (str(rec.get("op")), str(rec.get("case")), str(rec.get("dtype")), str(rec.get("impl")))
-
-
-def is_baseline(rec: dict[str, Any]) -> bool:
-    return bool(rec.get("is_baseline")) or rec.get("kind") == "baseline"
 
 
 def key_name(key: Key) -> str:
     return "/".join(key)
 
 
-def index_records(run: dict[str, Any], source: str | Path = "") -> dict[Key, dict[str, Any]]:
+def index_records(run: Run, source: str | Path = "") -> dict[Key, Record]:
     """Records by (op, case, dtype, impl); a duplicate key is an error, not a silent overwrite."""
-    out: dict[Key, dict[str, Any]] = {}
-    for i, rec in enumerate(run.get("records", [])):
-        key = record_key(rec)
+    out: dict[Key, Record] = {}
+    for i, rec in enumerate(run.records):
+        key = rec.key
         if key in out:
             raise UserError(f"duplicate record {key_name(key)}", file=source or None, field=f"records[{i}]")
         out[key] = rec
@@ -195,17 +185,17 @@ class CompareResult:
         return sum(1 for p in self.pairs if p.verdict.verdict == verdict)
 
 
-def _samples(rec: dict[str, Any], source: str, metric: str) -> np.ndarray:
-    raw = rec.get("samples_s") or []
+def _samples(rec: Record, source: str, metric: str) -> np.ndarray:
+    raw = rec.samples_s or []
     try:
         arr = np.asarray(raw, dtype=float).ravel()  # a null sample becomes NaN and fails below
     except (TypeError, ValueError):
         arr = np.asarray([np.nan])
     if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
         raise UserError("samples must be finite and positive seconds", file=source,
-                        field=f"{key_name(record_key(rec))}.samples_s")
+                        field=f"{key_name(rec.key)}.samples_s")
     if metric == "sol":
-        t_sol = rec.get("t_sol_s")
+        t_sol = rec.t_sol_s
         if not t_sol or t_sol <= 0:
             return np.asarray([], dtype=float)
         # Time over T_SOL is 1/SOL per sample: a cost that stays comparable across GPUs.
@@ -213,19 +203,40 @@ def _samples(rec: dict[str, Any], source: str, metric: str) -> np.ndarray:
     return arr
 
 
-def _display_value(rec: dict[str, Any], metric: str) -> float | None:
-    if metric == "sol":
-        return rec.get("sol")
-    return (rec.get("time_s") or {}).get("median")
+def _display_value(rec: Record, metric: str) -> float | None:
+    return rec.sol if metric == "sol" else (rec.time_s or {}).get("median")
 
 
-def _device(run: dict[str, Any]) -> str:
-    return str((run.get("env") or {}).get("device") or "unknown")
+def _method(run: Run) -> tuple[str, str]:
+    """What a run's numbers were measured with: (timers of its timed records, peak source)."""
+    timers = sorted({r.timer for r in run.records if r.timer}) or [str(run.timer)]
+    return ",".join(timers), str(run.peaks.get("source", "?"))
+
+
+def check_comparable(base: Run, new: Run, metric: str, allow_cross_device: bool, allow_mixed_methods: bool,
+                     new_path: str) -> None:
+    """Refuse comparisons whose difference would be the instrument, not the code."""
+    if metric == "time" and base.device != new.device and not allow_cross_device:
+        raise UserError(
+            f"BASE ran on {base.device!r} and NEW on {new.device!r}: times from different devices are not "
+            "comparable; use --metric sol, or --allow-cross-device if you really mean it",
+            file=new_path, field="env.device")
+    (b_timer, b_peaks), (n_timer, n_peaks) = _method(base), _method(new)
+    if allow_mixed_methods:
+        return
+    if b_timer != n_timer:
+        raise UserError(f"BASE was timed with '{b_timer}' and NEW with '{n_timer}': different timers measure "
+                        f"different things (e.g. launch overhead); rerun with the same --timer, or pass "
+                        f"--allow-mixed-methods", file=new_path, field="records[].timer")
+    if metric == "sol" and b_peaks != n_peaks:
+        raise UserError(f"BASE was scored against '{b_peaks}' peaks and NEW against '{n_peaks}': SOL from "
+                        f"different ceilings is not comparable; use the same --peaks, or pass "
+                        f"--allow-mixed-methods", file=new_path, field="peaks.source")
 
 
 def compare_runs(
-    base: dict[str, Any],
-    new: dict[str, Any],
+    base: Run,
+    new: Run,
     *,
     base_path: str = "BASE",
     new_path: str = "NEW",
@@ -233,6 +244,7 @@ def compare_runs(
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
     allow_cross_device: bool = False,
+    allow_mixed_methods: bool = False,
     seed: int = 0,
 ) -> CompareResult:
     """Pair BASE and NEW by (op, case, dtype, impl) and decide a verdict for each ok/ok pair."""
@@ -242,29 +254,24 @@ def compare_runs(
         raise UserError(f"alpha must be in (0, 1), got {alpha}", field="--alpha")
     if not 0 <= threshold < 1:
         raise UserError(f"threshold must be in [0, 1), got {threshold}", field="--threshold")
-    base_dev, new_dev = _device(base), _device(new)
-    if metric == "time" and base_dev != new_dev and not allow_cross_device:
-        raise UserError(
-            f"BASE ran on {base_dev!r} and NEW on {new_dev!r}: times from different devices are not "
-            "comparable; use --metric sol, or --allow-cross-device if you really mean it",
-            file=new_path, field="env.device")
+    check_comparable(base, new, metric, allow_cross_device, allow_mixed_methods, new_path)
     b_idx, n_idx = index_records(base, base_path), index_records(new, new_path)
-    result = CompareResult(base_path, new_path, base_dev, new_dev, metric, threshold, alpha,
+    result = CompareResult(base_path, new_path, base.device, new.device, metric, threshold, alpha,
                            [], [], [], [k for k in n_idx if k not in b_idx], [])
     for key, brec in b_idx.items():
         nrec = n_idx.get(key)
-        b_status = brec.get("status")
-        n_status = nrec.get("status") if nrec else None
+        b_status = brec.status
+        n_status = nrec.status if nrec else None
         if b_status != "ok":
             if n_status == "ok":
                 result.recovered.append(Problem(key, b_status, n_status, "ok in NEW, not in BASE"))
             continue
         if nrec is None or n_status in NOT_RUN_STATUSES:
-            msg = "absent from NEW" if nrec is None else f"{n_status} in NEW: {nrec.get('message', '')}"
+            msg = "absent from NEW" if nrec is None else f"{n_status} in NEW: {nrec.message}"
             result.missing.append(Problem(key, b_status, n_status, msg.strip()))
             continue
         if n_status != "ok":
-            result.failed.append(Problem(key, b_status, n_status, str(nrec.get("message") or "")))
+            result.failed.append(Problem(key, b_status, n_status, nrec.message))
             continue
         b_s, n_s = _samples(brec, base_path, metric), _samples(nrec, new_path, metric)
         # One seed per pair, stable across runs, so a verdict never depends on record order.
@@ -304,204 +311,3 @@ def exit_code(result: CompareResult, fail_on: Iterable[str] = ("slower",)) -> in
     if "failed" in fail_on and result.failed:
         return 1
     return 0
-
-
-# ---------------------------------------------------------------- formatting
-
-
-def format_seconds(t: float | None) -> str:
-    if t is None or not math.isfinite(t):
-        return "-"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if t >= scale:
-            return f"{t / scale:.3g} {unit}"
-    return f"{t / 1e-9:.3g} ns"
-
-
-def _fmt_value(v: float | None, metric: str) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.1%}" if metric == "sol" else format_seconds(v)
-
-
-def _fmt_change(v: Verdict) -> str:
-    if v.ratio is None:
-        return "-"
-    text = f"{v.ratio - 1:+.1%}"
-    if v.ci_low is not None and v.ci_high is not None:
-        text += f" [{v.ci_low - 1:+.1%}, {v.ci_high - 1:+.1%}]"
-    return text
-
-
-def table_rows(result: CompareResult) -> list[list[str]]:
-    """Rows for any table renderer: name, base, new, change (CI), p, verdict."""
-    rows = []
-    for p in result.pairs:
-        v = p.verdict
-        rows.append([p.name, _fmt_value(p.base_value, p.metric), _fmt_value(p.new_value, p.metric),
-                     _fmt_change(v), "-" if v.p_value is None else f"{v.p_value:.2g}", v.verdict])
-    return rows
-
-
-TABLE_HEADER = ["benchmark", "base", "new", "cost change (CI)", "p", "verdict"]
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub Markdown table; pandas' to_markdown needs tabulate, which may be absent."""
-    lines = ["| " + " | ".join(_md_cell(h) for h in header) + " |",
-             "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def rule_text(result: CompareResult) -> str:
-    t, a = result.threshold, result.alpha
-    return (f"Verdicts from raw samples: Mann-Whitney U (alpha {a:g}) and a seeded {1 - a:.0%} bootstrap CI "
-            f"of the ratio of medians (new/base). SAME: CI within +/-{t:.0%}; SLOWER/FASTER: p < {a:g} and "
-            f"the CI beyond +/-{t / 2:.1%}; else AMBIGUOUS; fewer than {MIN_SAMPLES} samples: AMBIGUOUS.")
-
-
-def to_markdown(result: CompareResult) -> str:
-    """A pull-request comment: headline counts, worst regressions first, then problems."""
-    counts = ", ".join(f"{result.count(v)} {v.lower()}" for v in (SLOWER, AMBIGUOUS, SAME, FASTER))
-    metric = "SOL (time / T_SOL)" if result.metric == "sol" else "time"
-    head = "regressions found" if result.count(SLOWER) else "no regressions"
-    lines = [f"## solbench compare: {head}", "",
-             f"**{counts}**; {len(result.missing)} missing, {len(result.failed)} newly failing, "
-             f"{len(result.added)} new.", "",
-             f"Metric: {metric}. BASE `{result.base_path}` ({result.base_device}), "
-             f"NEW `{result.new_path}` ({result.new_device}).", "",
-             markdown_table(TABLE_HEADER, table_rows(result)), ""]
-    for title, problems in (("Newly failing in NEW", result.failed), ("Missing from NEW", result.missing)):
-        if problems:
-            lines += [f"### {title}", ""]
-            lines += [f"- `{p.name}`: {p.new_status or 'absent'}" + (f": {p.message}" if p.message else "")
-                      for p in problems]
-            lines.append("")
-    if result.added:
-        lines += ["### Only in NEW", ""] + [f"- `{key_name(k)}`" for k in result.added] + [""]
-    lines += [f"<sub>{rule_text(result)}</sub>", ""]
-    return "\n".join(lines)
-
-
-def to_json(result: CompareResult, fail_on: Iterable[str] = ("slower",)) -> dict[str, Any]:
-    def problem(p: Problem) -> dict[str, Any]:
-        return {"name": p.name, "key": list(p.key), "base_status": p.base_status,
-                "new_status": p.new_status, "message": p.message}
-
-    return {
-        "schema": COMPARE_SCHEMA,
-        "base": {"path": result.base_path, "device": result.base_device},
-        "new": {"path": result.new_path, "device": result.new_device},
-        "metric": result.metric, "threshold": result.threshold, "alpha": result.alpha,
-        "rule": rule_text(result),
-        "counts": {v: result.count(v) for v in VERDICT_ORDER},
-        "pairs": [{"name": p.name, "key": list(p.key), "base": p.base_value, "new": p.new_value,
-                   **asdict(p.verdict)} for p in result.pairs],
-        "missing": [problem(p) for p in result.missing],
-        "failed": [problem(p) for p in result.failed],
-        "recovered": [problem(p) for p in result.recovered],
-        "added": [key_name(k) for k in result.added],
-        "exit_code": exit_code(result, fail_on),
-    }
-
-
-def _ok_timed(run: dict[str, Any]) -> list[dict[str, Any]]:
-    return [r for r in run.get("records", [])
-            if r.get("status") == "ok" and (r.get("time_s") or {}).get("median")]
-
-
-def to_github_benchmark(run: dict[str, Any], verdicts: dict[Key, Verdict] | None = None) -> list[dict[str, Any]]:
-    """github-action-benchmark `customSmallerIsBetter`: NEW's median time per ok record, in us."""
-    out = []
-    for rec in _ok_timed(run):
-        ts = rec["time_s"]
-        entry: dict[str, Any] = {"name": key_name(record_key(rec)), "unit": "us",
-                                 "value": round(ts["median"] * 1e6, 6)}
-        if ts.get("q1") is not None and ts.get("q3") is not None:
-            entry["range"] = f"± {round((ts['q3'] - ts['q1']) * 1e6 / 2, 6)}"
-        extra = []
-        if rec.get("sol") is not None:
-            extra.append(f"SOL {rec['sol']:.1%}")
-        v = (verdicts or {}).get(record_key(rec))
-        if v is not None:
-            extra.append(f"{v.verdict} vs base")
-        if extra:
-            entry["extra"] = "; ".join(extra)
-        out.append(entry)
-    return out
-
-
-def to_bencher(run: dict[str, Any]) -> dict[str, Any]:
-    """Bencher Metric Format: median latency in ns, interquartile range as lower/upper values."""
-    out: dict[str, Any] = {}
-    for rec in _ok_timed(run):
-        ts = rec["time_s"]
-        latency: dict[str, float] = {"value": ts["median"] * 1e9}
-        if ts.get("q1") is not None and ts.get("q3") is not None:
-            latency["lower_value"] = ts["q1"] * 1e9
-            latency["upper_value"] = ts["q3"] * 1e9
-        out[key_name(record_key(rec))] = {"latency": latency}
-    return out
-
-
-def render_terminal(result: CompareResult) -> None:
-    """Print the verdict table with rich (the CLI's human output)."""
-    from rich.table import Table
-
-    style = {SLOWER: "bold red", FASTER: "green", SAME: "", AMBIGUOUS: "yellow"}
-    table = Table(title=f"solbench compare ({result.metric}): {result.base_path} -> {result.new_path}")
-    for h in TABLE_HEADER:
-        table.add_column(h, justify="left" if h == "benchmark" else "right")
-    for row in table_rows(result):
-        table.add_row(*row[:-1], f"[{style[row[-1]]}]{row[-1]}[/]" if style[row[-1]] else row[-1])
-    console = make_console()
-    console.print(table)
-    for title, problems in (("newly failing", result.failed), ("missing from NEW", result.missing)):
-        for p in problems:
-            console.print(f"[red]{title}[/]: {p.name} ({p.new_status or 'absent'}) {p.message}")
-    console.print(rule_text(result), style="dim")
-
-
-def _write(path: str | Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
-def run_compare(
-    base: str | Path,
-    new: str | Path,
-    *,
-    metric: str = "time",
-    threshold: float = DEFAULT_THRESHOLD,
-    alpha: float = DEFAULT_ALPHA,
-    allow_cross_device: bool = False,
-    fail_on: str = "slower",
-    markdown: str | Path | None = None,
-    json_path: str | Path | None = None,
-    github_benchmark: str | Path | None = None,
-    bencher: str | Path | None = None,
-    quiet: bool = False,
-) -> int:
-    """What `solbench compare` does; returns the exit code."""
-    conditions = parse_fail_on(fail_on)
-    base_run, new_run = load_results(base), load_results(new)
-    result = compare_runs(base_run, new_run, base_path=str(base), new_path=str(new), metric=metric,
-                          threshold=threshold, alpha=alpha, allow_cross_device=allow_cross_device)
-    if not quiet:
-        render_terminal(result)
-    if markdown:
-        _write(markdown, to_markdown(result))
-    if json_path:
-        _write(json_path, json.dumps(to_json(result, conditions), indent=2) + "\n")
-    if github_benchmark:
-        verdicts = {p.key: p.verdict for p in result.pairs}
-        _write(github_benchmark, json.dumps(to_github_benchmark(new_run, verdicts), indent=2) + "\n")
-    if bencher:
-        _write(bencher, json.dumps(to_bencher(new_run), indent=2) + "\n")
-    return exit_code(result, conditions)

@@ -1,31 +1,22 @@
 """`solbench doctor`: is this machine ready to build and benchmark CUDA kernels?
 
-Facts are gathered once into an `EnvFacts` record (the "environment probe"); each check is a small
-pure function of those facts that returns PASS / WARN / FAIL with one line of explanation and, when
-something is wrong, the fix. Tests fake the facts to walk every failure path without a GPU.
-Slow or crash-prone probes (building a C++ extension, building the kernel library) run in a
-subprocess with a time limit, so a hung compiler cannot hang the doctor.
+Facts are gathered once into an `EnvFacts` record by the environment probe (envprobe.py); each check
+here is a small pure function of those facts that returns PASS / WARN / FAIL with one line of
+explanation and, when something is wrong, the fix. Tests fake the facts to walk every failure path
+without a GPU.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-import textwrap
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
-CXX_BUILD_TIMEOUT_S = 300.0
-KERNELS_BUILD_TIMEOUT_S = 900.0
+from solbench import nvml
+from solbench.envprobe import KERNELS_BUILD_TIMEOUT_S, EnvFacts, gather_facts
 
-# Clock-event reasons that mean the GPU is being slowed down against its will. Idle, application
-# clock setting, user-locked clocks and sync boost are deliberate and not reported as problems.
-_BAD_THROTTLE = {"sw_thermal", "hw_thermal", "hw_slowdown", "hw_power_brake", "sw_power_cap"}
+PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
 
 
 @dataclass(frozen=True)
@@ -34,49 +25,6 @@ class Check:
     status: str        # PASS | WARN | FAIL | SKIP
     message: str
     fix: str = ""
-
-
-@dataclass
-class ProbeResult:
-    """Outcome of a probe run in a subprocess."""
-
-    ok: bool
-    detail: str               # last meaningful line of output, or the error
-    timed_out: bool = False
-    skipped: str = ""         # non-empty: the probe did not run, and why
-
-
-@dataclass
-class NvmlFacts:
-    error: str | None = None                  # set when NVML could not be read
-    sm_mhz: int | None = None
-    sm_max_mhz: int | None = None
-    app_sm_mhz: int | None = None             # application clock (the target under load)
-    default_app_sm_mhz: int | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    throttle_reasons: list[str] = field(default_factory=list)
-    persistence_mode: bool | None = None
-    other_processes: list[str] = field(default_factory=list)   # "pid name (N MiB)"
-
-
-@dataclass
-class EnvFacts:
-    torch_version: str = ""
-    torch_cuda: str | None = None             # torch.version.cuda: None for a CPU-only build
-    cuda_available: bool = False
-    device_count: int = 0
-    device_name: str | None = None
-    capability: tuple[int, int] | None = None
-    driver: str | None = None
-    nvcc_path: str | None = None
-    nvcc_version: str | None = None           # "13.0"
-    arch_list: str | None = None              # $TORCH_CUDA_ARCH_LIST as set
-    ninja_path: str | None = None
-    cxx_abi: bool | None = None               # torch._C._GLIBCXX_USE_CXX11_ABI
-    cxx_build: ProbeResult | None = None
-    kernels: ProbeResult | None = None
-    nvml: NvmlFacts | None = None
 
 
 # ---------------------------------------------------------------- checks (pure functions of the facts)
@@ -219,7 +167,8 @@ def check_clocks(f: EnvFacts) -> Check:
         return Check("clocks", SKIP, "no CUDA device")
     if n is None or n.error:
         return Check("clocks", SKIP, "NVML not readable")
-    bad = sorted(set(n.throttle_reasons) & _BAD_THROTTLE)
+    # Idle, user-set clocks and sync boost are deliberate: only heat and power count as slowing down.
+    bad = sorted(nvml.slowdowns(n.throttle_reasons))
     if bad:
         return Check("clocks", WARN, f"the GPU is being slowed down: {', '.join(bad)}; timings will read slow",
                      "check cooling and power (nvidia-smi -q -d PERFORMANCE), and that no other job loads the GPU")
@@ -273,194 +222,6 @@ def exit_code(checks: list[Check]) -> int:
 
 
 # ---------------------------------------------------------------- gathering the facts
-
-_CXX_PROBE = textwrap.dedent("""
-    import sys, tempfile
-    from torch.utils.cpp_extension import load_inline
-    src = "int64_t solbench_twice(int64_t x) { return 2 * x; }"
-    with tempfile.TemporaryDirectory() as d:
-        m = load_inline(name="solbench_doctor_cxx", cpp_sources=src, functions=["solbench_twice"],
-                        build_directory=d, verbose=False)
-        got = m.solbench_twice(21)
-    assert got == 42, f"extension returned {got}, expected 42"
-    print("OK built and loaded")
-""")
-
-_KERNELS_PROBE = textwrap.dedent("""
-    import torch, kernels_ext
-    if not (hasattr(kernels_ext, "build") and hasattr(kernels_ext, "add")):
-        print("SKIP kernels_ext exposes no build()/add()")
-        raise SystemExit(0)
-    kernels_ext.build()
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(1 << 20, device="cuda", generator=g)
-    y = torch.randn(1 << 20, device="cuda", generator=g)
-    out = kernels_ext.add(x, y)
-    torch.cuda.synchronize()
-    torch.testing.assert_close(out, x + y)
-    print("OK add of 2^20 float32 elements matches torch")
-""")
-
-
-def run_probe(code: str, timeout_s: float, env: dict[str, str] | None = None) -> ProbeResult:
-    """Run `code` in a fresh Python; its last stdout line starting with OK/SKIP is the verdict."""
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s,
-                              env=env)
-    except subprocess.TimeoutExpired:
-        return ProbeResult(ok=False, detail=f"no result after {timeout_s:.0f} s", timed_out=True)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
-    if proc.returncode == 0 and last.startswith("SKIP"):
-        return ProbeResult(ok=False, detail="", skipped=last.removeprefix("SKIP").strip())
-    if proc.returncode == 0 and last.startswith("OK"):
-        return ProbeResult(ok=True, detail=last.removeprefix("OK").strip())
-    return ProbeResult(ok=False, detail=_error_line(proc.stderr or proc.stdout))
-
-
-def _error_line(text: str) -> str:
-    """The most telling line of a failed build: the first 'error', else the last line."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if re.search(r"\berror\b", ln, flags=re.IGNORECASE) and not ln.startswith("Traceback"):
-            return ln[:300]
-    return lines[-1][:300] if lines else "no output"
-
-
-def _nvcc_facts() -> tuple[str | None, str | None]:
-    path = shutil.which("nvcc")
-    if path is None:
-        cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-        candidate = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else ""
-        path = candidate if candidate and os.path.isfile(candidate) else None
-    if path is None:
-        return None, None
-    try:
-        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return path, None
-    m = re.search(r"release (\d+\.\d+)", text)
-    return path, m.group(1) if m else None
-
-
-def _ninja_path() -> str | None:
-    path = shutil.which("ninja")
-    if path:
-        return path
-    try:
-        import ninja  # type: ignore[import-not-found]
-
-        return os.path.join(ninja.BIN_DIR, "ninja")
-    except Exception:
-        return None
-
-
-def nvml_facts(index: int) -> NvmlFacts:
-    try:
-        import pynvml
-    except ImportError as exc:
-        return NvmlFacts(error=f"pynvml not importable: {exc}")
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:
-        return NvmlFacts(error=f"nvmlInit failed: {exc}")
-    try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        facts = NvmlFacts(
-            sm_mhz=pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-            sm_max_mhz=pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-        )
-        facts.app_sm_mhz = _try(lambda: pynvml.nvmlDeviceGetApplicationsClock(h, pynvml.NVML_CLOCK_SM))
-        facts.default_app_sm_mhz = _try(lambda: pynvml.nvmlDeviceGetDefaultApplicationsClock(h, pynvml.NVML_CLOCK_SM))
-        power = _try(lambda: pynvml.nvmlDeviceGetPowerUsage(h))
-        limit = _try(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h))
-        facts.power_w = power / 1000 if power is not None else None
-        facts.power_limit_w = limit / 1000 if limit is not None else None
-        mask = _try(lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))
-        facts.throttle_reasons = decode_throttle(mask or 0, pynvml)
-        mode = _try(lambda: pynvml.nvmlDeviceGetPersistenceMode(h))
-        facts.persistence_mode = None if mode is None else bool(mode == pynvml.NVML_FEATURE_ENABLED)
-        me = os.getpid()
-        procs = _try(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(h)) or []
-        for p in procs:
-            if p.pid == me:
-                continue
-            name = _try(lambda p=p: pynvml.nvmlSystemGetProcessName(p.pid))
-            name = name.decode() if isinstance(name, bytes) else (name or "?")
-            mem = getattr(p, "usedGpuMemory", None)
-            facts.other_processes.append(f"{p.pid} {os.path.basename(name)}" + (f" ({mem / 2**20:.0f} MiB)" if mem else ""))
-        return facts
-    except Exception as exc:
-        return NvmlFacts(error=f"{type(exc).__name__}: {exc}")
-    finally:
-        _try(pynvml.nvmlShutdown)
-
-
-def decode_throttle(mask: int, pynvml: Any) -> list[str]:
-    names = {
-        "gpu_idle": "nvmlClocksThrottleReasonGpuIdle",
-        "applications_clocks": "nvmlClocksThrottleReasonApplicationsClocksSetting",
-        "sw_power_cap": "nvmlClocksThrottleReasonSwPowerCap",
-        "hw_slowdown": "nvmlClocksThrottleReasonHwSlowdown",
-        "sync_boost": "nvmlClocksThrottleReasonSyncBoost",
-        "sw_thermal": "nvmlClocksThrottleReasonSwThermalSlowdown",
-        "hw_thermal": "nvmlClocksThrottleReasonHwThermalSlowdown",
-        "hw_power_brake": "nvmlClocksThrottleReasonHwPowerBrakeSlowdown",
-        "user_defined_clocks": "nvmlClocksThrottleReasonUserDefinedClocks",
-    }
-    return [name for name, attr in names.items() if getattr(pynvml, attr, 0) and mask & getattr(pynvml, attr)]
-
-
-def _try(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return None
-
-
-def gather_facts(build: bool = True, build_timeout_s: float = KERNELS_BUILD_TIMEOUT_S,
-                 cxx_timeout_s: float = CXX_BUILD_TIMEOUT_S, device_index: int = 0) -> EnvFacts:
-    """Probe this machine. Initialises CUDA in this process (doctor is a standalone command)."""
-    import torch
-
-    f = EnvFacts(torch_version=torch.__version__, torch_cuda=torch.version.cuda)
-    f.cuda_available = bool(torch.cuda.is_available())
-    f.device_count = torch.cuda.device_count() if f.cuda_available else 0
-    if f.cuda_available and device_index < f.device_count:
-        props = torch.cuda.get_device_properties(device_index)
-        f.device_name, f.capability = props.name, (props.major, props.minor)
-        f.nvml = nvml_facts(device_index)
-        f.driver = _driver_version()
-    f.nvcc_path, f.nvcc_version = _nvcc_facts()
-    f.arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST") or None
-    f.ninja_path = _ninja_path()
-    f.cxx_abi = _try(lambda: bool(torch._C._GLIBCXX_USE_CXX11_ABI))
-    if not build:
-        f.cxx_build = ProbeResult(ok=False, detail="", skipped="skipped (--no-build)")
-        f.kernels = ProbeResult(ok=False, detail="", skipped="skipped (--no-build)")
-        return f
-    f.cxx_build = (run_probe(_CXX_PROBE, cxx_timeout_s) if f.ninja_path
-                   else ProbeResult(ok=False, detail="", skipped="needs ninja"))
-    if f.cuda_available and f.nvcc_path and f.ninja_path:
-        f.kernels = run_probe(_KERNELS_PROBE, build_timeout_s)
-    elif f.cuda_available:
-        f.kernels = ProbeResult(ok=False, detail="", skipped="needs nvcc and ninja")
-    return f
-
-
-def _driver_version() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            d = pynvml.nvmlSystemGetDriverVersion()
-            return d.decode() if isinstance(d, bytes) else d
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
-
 
 # ---------------------------------------------------------------- command
 

@@ -1,12 +1,15 @@
 """The precisions solbench knows: storage type, element size, and which peak they run at.
 
-Pure data, no torch import, so spec validation and formulas work before torch is loaded.
-`tfloat32` is not a storage type: it is float32 tensors multiplied with TF32 tensor-core math.
+Pure data, no torch import at module level, so spec validation and formulas work before torch is
+loaded. `tfloat32` is not a storage type: it is float32 tensors multiplied with TF32 tensor-core
+math, switched on by `matmul_precision` (the one place that flips torch's TF32 flags).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator
 
 from solbench.errors import UserError
 
@@ -32,6 +35,8 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in [
     Precision("int64", "int64", 8, "int64"),
     Precision("int32", "int32", 4, "int32"),
     Precision("int8", "int8", 1, "int8"),
+    Precision("uint8", "uint8", 1, "int8"),
+    Precision("bool", "bool", 1, "int8"),
 ]}
 
 _ALIASES = {"fp32": "float32", "tf32": "tfloat32", "bf16": "bfloat16", "fp16": "float16",
@@ -59,3 +64,23 @@ def supported_on(p: Precision, device_kind: str, capability: tuple[int, int] | N
         have = ".".join(map(str, capability))
         return f"{p.name} needs compute capability {need}, this device has {have}"
     return None
+
+
+@contextlib.contextmanager
+def matmul_precision(dtype_name: str) -> Iterator[None]:
+    """Run the block with TF32 tensor-core math on for `tfloat32` only, off for every other dtype.
+
+    Both of torch's switches are set (matmuls and cuDNN convolutions): a float32 case must run true
+    fp32, whatever the process default, or it is timed at the wrong precision and scored against the
+    wrong peak. The previous settings are restored on exit, also after an exception.
+    """
+    import torch
+
+    allow = precision(dtype_name).allow_tf32
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

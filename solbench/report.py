@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +18,15 @@ from typing import Any, Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
-from solbench.compare import format_seconds, is_baseline, key_name, load_results, markdown_table, record_key
+from solbench.compare import key_name, load_results
+from solbench.compare_render import markdown_table
+from solbench.console import fmt_time
+from solbench.charts import SOURCE_KEY
 from solbench.errors import UserError
-from solbench.roofline import plot_roofline, plot_sol_bars
+from solbench.results import Run
+from solbench.stats import geomean
+from solbench.roofline import plot_roofline
+from solbench.solchart import plot_sol_bars
 
 SOL_GOOD = 0.8  # "at or near speed of light" for the summary's fraction
 FAILED_STATUSES = ("failed", "error")
@@ -45,54 +50,41 @@ class ImplSummary:
 
     @property
     def geomean_sol(self) -> float | None:
-        return geomean(self.sols)
+        return geomean(self.sols) if self.sols else None
 
     @property
     def at_sol(self) -> int:
         return sum(1 for s in self.sols if s >= SOL_GOOD)
 
     def geomean_speedup(self, baseline: str) -> float | None:
-        return geomean(self.speedups.get(baseline, []))
+        values = self.speedups.get(baseline, [])
+        return geomean(values) if values else None
 
 
-def geomean(values: Sequence[float]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+def baselines(run: Run) -> list[str]:
+    return sorted({r.impl for r in run.records if r.is_baseline})
 
 
-def _median(rec: dict[str, Any]) -> float | None:
-    m = (rec.get("time_s") or {}).get("median")
-    return float(m) if m else None
-
-
-def baselines(run: dict[str, Any]) -> list[str]:
-    return sorted({str(r.get("impl")) for r in run.get("records", []) if is_baseline(r)})
-
-
-def summarize(run: dict[str, Any]) -> list[ImplSummary]:
+def summarize(run: Run) -> list[ImplSummary]:
     """Per implementation: SOL geomean (capped at 1, ok only), cases at >= 0.8 SOL, speedups."""
-    records = run.get("records", [])
     out: dict[str, ImplSummary] = {}
-    for rec in records:
-        impl = str(rec.get("impl"))
-        s = out.setdefault(impl, ImplSummary(impl, is_baseline(rec)))
-        status = rec.get("status")
+    for rec in run.records:
+        s = out.setdefault(rec.impl, ImplSummary(rec.impl, rec.is_baseline))
+        status = rec.status
         if status == "skipped":
             s.skipped += 1
             continue
         s.cases += 1
         if status == "ok":
             s.ok += 1
-            if rec.get("sol") is not None:
+            if rec.sol is not None:
                 # Capped: a rounding excess must not lift a mean. (The harness marks real excess invalid.)
-                s.sols.append(min(float(rec["sol"]), 1.0))
+                s.sols.append(min(float(rec.sol), 1.0))
         elif status == "invalid":
             s.invalid += 1
         else:
             s.failed += 1
-    ok_medians = {record_key(r): _median(r) for r in records if r.get("status") == "ok" and _median(r)}
+    ok_medians = {r.key: r.median_s for r in run.records if r.median_s}
     for (op, case, dtype, impl), med in ok_medians.items():
         for b in baselines(run):
             base_med = ok_medians.get((op, case, dtype, b))
@@ -101,7 +93,7 @@ def summarize(run: dict[str, Any]) -> list[ImplSummary]:
     return sorted(out.values(), key=lambda s: (not s.is_baseline, s.impl))
 
 
-def summary_table(run: dict[str, Any]) -> pd.DataFrame:
+def summary_table(run: Run) -> pd.DataFrame:
     rows = []
     summaries = summarize(run)
     # Only baselines that share at least one ok case with something: others would be a column of "-".
@@ -125,10 +117,10 @@ def summary_table(run: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def problems(run: dict[str, Any]) -> list[str]:
+def problems(run: Run) -> list[str]:
     """Every failed, invalid or errored record with its reason."""
-    return [f"{key_name(record_key(r))}: {r.get('status')}: {r.get('message') or 'no message'}"
-            for r in run.get("records", []) if r.get("status") in ("invalid", *FAILED_STATUSES)]
+    return [f"{key_name(r.key)}: {r.status}: {r.message or 'no message'}"
+            for r in run.records if r.status in ("invalid", *FAILED_STATUSES)]
 
 
 def _pct(v: float | None) -> str:
@@ -139,27 +131,26 @@ def _num(v: float | None, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def op_table(run: dict[str, Any], op: str) -> pd.DataFrame:
+def op_table(run: Run, op: str) -> pd.DataFrame:
     rows = []
-    for r in run.get("records", []):
-        if r.get("op") != op:
+    for r in run.records:
+        if r.op != op:
             continue
-        speed = r.get("speedup")
         rows.append({
-            "shape": r.get("case"), "dtype": r.get("dtype"), "impl": r.get("impl"),
-            "median time": format_seconds(_median(r)),
-            "TFLOP/s": _num(r.get("tflops"), ".3g"), "GB/s": _num(r.get("gbps"), ".4g"),
-            "SOL %": _pct(r.get("sol")), "MFU %": _pct(r.get("mfu")),
+            "shape": r.case, "dtype": r.dtype, "impl": r.impl,
+            "median time": fmt_time((r.time_s or {}).get("median")),
+            "TFLOP/s": _num(r.tflops, ".3g"), "GB/s": _num(r.gbps, ".4g"),
+            "SOL %": _pct(r.sol), "MFU %": _pct(r.mfu),
             # An invalid record's speedup is diagnosis, not a win: keep it out of the table.
-            "speedup": "-" if speed is None or r.get("status") != "ok"
-            else f"{speed:.2f}x vs {r.get('reference_baseline') or '?'}",
-            "status": r.get("status") if r.get("status") == "ok" else f"{r.get('status')}: {r.get('message', '')}",
+            "speedup": "-" if r.speedup is None or r.status != "ok"
+            else f"{r.speedup:.2f}x vs {r.reference_baseline or '?'}",
+            "status": r.status if r.status == "ok" else f"{r.status}: {r.message}",
         })
     return pd.DataFrame(rows)
 
 
-def env_table(run: dict[str, Any]) -> pd.DataFrame:
-    env, peaks = run.get("env") or {}, run.get("peaks") or {}
+def env_table(run: Run) -> pd.DataFrame:
+    env, peaks = run.env, run.peaks
     clocks = env.get("clocks") or {}
     clock_text = (f"SM {clocks.get('sm_mhz')} MHz (max {clocks.get('sm_max_mhz')}), "
                   f"memory {clocks.get('mem_mhz')} MHz" if clocks else "not readable")
@@ -169,8 +160,7 @@ def env_table(run: dict[str, Any]) -> pd.DataFrame:
         ("CUDA", env.get("cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
         ("solbench", env.get("solbench")), ("commit", env.get("git_sha")), ("host", env.get("host")),
         ("peaks", f"{peaks.get('name')} ({peaks.get('source')})"),
-        ("timer", (run.get("config") or {}).get("timer")), ("run", run.get("run_id")),
-        ("created", run.get("created")), ("command", run.get("command")),
+        ("timer", run.timer), ("run", run.run_id), ("created", run.created), ("command", run.command),
     ]
     return pd.DataFrame([{"": k, "value": "-" if v is None else str(v)} for k, v in items])
 
@@ -185,11 +175,10 @@ class Block:
     name: str = ""  # image file stem
 
 
-def build_blocks(run: dict[str, Any], *, charts: bool = True) -> list[Block]:
-    env = run.get("env") or {}
-    blocks = [Block("h1", f"solbench report: {env.get('device', 'unknown device')}"),
-              Block("p", f"Run `{run.get('run_id')}`, {len(run.get('records', []))} records, peaks from "
-                         f"{(run.get('peaks') or {}).get('source')}. SOL = T_SOL / median time; geometric means "
+def build_blocks(run: Run, *, charts: bool = True) -> list[Block]:
+    blocks = [Block("h1", f"solbench report: {run.device}"),
+              Block("p", f"Run `{run.run_id}`, {len(run.records)} records, peaks from "
+                         f"{run.peaks.get('source')}. SOL = T_SOL / median time; geometric means "
                          f"use ok records only, each SOL capped at 1; invalid and failed records are counted, "
                          f"never scored.")]
     blocks += [Block("h2", "Summary"), Block("table", summary_table(run))]
@@ -199,14 +188,14 @@ def build_blocks(run: dict[str, Any], *, charts: bool = True) -> list[Block]:
     blocks += [Block("h2", "Environment"), Block("table", env_table(run))]
     if charts:
         blocks += _chart_blocks(run, None, "all")
-    for op in sorted({str(r.get("op")) for r in run.get("records", [])}):
+    for op in sorted({r.op for r in run.records}):
         blocks += [Block("h2", f"Op: {op}"), Block("table", op_table(run, op))]
         if charts:
             blocks += _chart_blocks(run, op, op)
     return blocks
 
 
-def _chart_blocks(run: dict[str, Any], op: str | None, stem: str) -> list[Block]:
+def _chart_blocks(run: Run, op: str | None, stem: str) -> list[Block]:
     ops = [op] if op else None
     out = []
     for what, plot in (("roofline", plot_roofline), ("sol", plot_sol_bars)):
@@ -221,9 +210,9 @@ def _chart_blocks(run: dict[str, Any], op: str | None, stem: str) -> list[Block]
 # ---------------------------------------------------------------- renderers
 
 
-def _png_bytes(fig: Figure) -> bytes:
+def _png_bytes(fig: Figure, run_id: str) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, metadata={SOURCE_KEY: run_id})
     return buf.getvalue()
 
 
@@ -231,7 +220,7 @@ def _safe(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
 
 
-def render_markdown(blocks: Sequence[Block], output: Path) -> str:
+def render_markdown(blocks: Sequence[Block], output: Path, run_id: str) -> str:
     """Markdown text; images are written next to `output` as <output stem>-<name>.png."""
     parts = []
     for b in blocks:
@@ -246,9 +235,9 @@ def render_markdown(blocks: Sequence[Block], output: Path) -> str:
             parts.append(markdown_table(list(df.columns), df.astype(str).values.tolist()) if len(df) else "(none)")
         elif b.kind == "image":
             image = output.with_name(f"{_safe(output.stem)}-{_safe(b.name)}.png")
-            image.write_bytes(_png_bytes(b.content))
+            image.write_bytes(_png_bytes(b.content, run_id))
             parts.append(f"![{b.name}]({image.name})")
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts) + f"\n\n<!-- {SOURCE_KEY}: {run_id} -->\n"
 
 
 HTML_STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}
@@ -256,9 +245,10 @@ table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px soli
 th{background:#f3f3f3}img{max-width:100%}"""
 
 
-def render_html(blocks: Sequence[Block], title: str) -> str:
+def render_html(blocks: Sequence[Block], title: str, run_id: str) -> str:
     """One self-contained HTML file: styles inline, charts as base64 PNG."""
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<meta name='{SOURCE_KEY}' content='{html.escape(run_id)}'>"
              f"<style>{HTML_STYLE}</style></head><body>"]
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
@@ -270,13 +260,13 @@ def render_html(blocks: Sequence[Block], title: str) -> str:
         elif b.kind == "table":
             parts.append(b.content.to_html(index=False, escape=True, border=0))
         elif b.kind == "image":
-            data = base64.b64encode(_png_bytes(b.content)).decode()
+            data = base64.b64encode(_png_bytes(b.content, run_id)).decode()
             parts.append(f"<img alt='{html.escape(b.name)}' src='data:image/png;base64,{data}'>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def write_report(run: dict[str, Any], output: str | Path, *, charts: bool = True) -> Path:
+def write_report(run: Run, output: str | Path, *, charts: bool = True) -> Path:
     output = Path(output)
     suffix = output.suffix.lower()
     if suffix not in REPORT_SUFFIXES:
@@ -284,9 +274,9 @@ def write_report(run: dict[str, Any], output: str | Path, *, charts: bool = True
     output.parent.mkdir(parents=True, exist_ok=True)
     blocks = build_blocks(run, charts=charts)
     if suffix == ".md":
-        text = render_markdown(blocks, output)
+        text = render_markdown(blocks, output, run.run_id)
     else:
-        text = render_html(blocks, blocks[0].content)
+        text = render_html(blocks, blocks[0].content, run.run_id)
     output.write_text(text)
     return output
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any, Iterable
 
 from solbench import __version__
 from solbench.errors import UserError
+from solbench.jsonio import write_json_atomic
 
 RESULTS_SCHEMA = "solbench.results/1"
 STATUSES = ("ok", "failed", "invalid", "error", "skipped")
@@ -55,6 +54,7 @@ class Record:
     norm_rel_err: float | None = None
     warnings: list[str] = field(default_factory=list)
     telemetry: dict[str, Any] | None = None
+    spec_sha256: str | None = None       # the spec text this record measured (resume, audit)
 
     @property
     def is_baseline(self) -> bool:
@@ -63,6 +63,11 @@ class Record:
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.case, self.dtype, self.impl)
+
+    @property
+    def median_s(self) -> float | None:
+        """The measured median, only when the record is a valid measurement."""
+        return self.time_s.get("median") if self.status == "ok" and self.time_s else None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -90,6 +95,22 @@ class Run:
             stamp = self.created.replace("-", "").replace(":", "")
             device = re.sub(r"[^a-z0-9]+", "-", str(self.env.get("device", "device")).lower()).strip("-")
             self.run_id = f"{stamp}-{device}"
+
+    @property
+    def timer(self) -> str | None:
+        """The timer the run asked for (records say which one measured each of them)."""
+        return self.config.get("timer")
+
+    @property
+    def device(self) -> str:
+        return str(self.env.get("device") or "unknown")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Run":
+        stamp = {"created": str(data["created"])} if data.get("created") else {}
+        return cls(env=data.get("env") or {}, peaks=data.get("peaks") or {}, config=data.get("config") or {},
+                   records=[Record.from_json(r) for r in data.get("records", [])],
+                   command=str(data.get("command") or ""), run_id=str(data.get("run_id") or ""), **stamp)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,22 +156,17 @@ def fill_speedups(records: Iterable[Record], baseline: str | None = None) -> Non
 
 
 def write_run(run: Run, path: Path) -> Path:
-    """Write atomically: a temporary file in the same folder, renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(run.to_json(), f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write atomically: a reader (a report, the CI gate) never sees half a file."""
+    return write_json_atomic(path, run.to_json())
 
 
-def load_run(path: Path) -> dict[str, Any]:
+def load_run(path: Path) -> Run:
     """Read and check a results file; errors name the file."""
+    return Run.from_json(load_run_json(path))
+
+
+def load_run_json(path: Path) -> dict[str, Any]:
+    """The checked JSON of a results file (what load_run builds its Run from)."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -174,7 +190,7 @@ def load_run(path: Path) -> dict[str, Any]:
 
 
 def load_records(path: Path) -> list[Record]:
-    return [Record.from_json(r) for r in load_run(path)["records"]]
+    return load_run(path).records
 
 
 def write_csv(records: Iterable[Record], path: Path) -> Path:

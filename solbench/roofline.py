@@ -1,4 +1,4 @@
-"""Roofline and SOL bar charts, drawn from results files only.
+"""Roofline charts (FLOP/byte vs FLOP/s, one roof per precision present), drawn from results files only.
 
 Functions return the matplotlib Figure plus a small summary, so tests inspect matplotlib objects
 (artists carry `gid`s: "roof:...", "ridge:...", "point:...", "error:...", "arrow:...", "bar:...")
@@ -17,19 +17,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from solbench.compare import is_baseline, key_name, load_results, record_key
+from solbench.charts import (DTYPE_SHORT, ERROR_COLOR, chart_title, colors_for, markers_for, save_figure,
+                             select_records, split_list)
+from solbench.compare import key_name, load_results
 from solbench.errors import UserError
+from solbench.results import Record, Run
 
-PLOTTED_STATUSES = ("ok", "invalid")
-IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
-MARKERS = ("o", "s", "^", "D", "v", "P", "*", "h", "<", ">")
-ERROR_COLOR = "#d62728"
 # Two labels closer than this, as a fraction of each log axis span, would overlap: keep the first.
 LABEL_MIN_SEP = (0.09, 0.045)
 # Rounding in a results file must not turn a point sitting exactly on its roof into an error.
 ROOF_TOLERANCE = 1e-6
-DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
-               "float8_e4m3fn": "fp8", "float8_e5m2": "fp8e5", "int8": "i8"}
 
 
 @dataclass(frozen=True)
@@ -67,48 +64,13 @@ class RooflineSummary:
     labels_drawn: int = 0
 
 
-@dataclass
-class SolBarsSummary:
-    n_bars: int
-    ops: list[str]
-    invalid: list[str]
-    failed: list[str]
-
-
-# ---------------------------------------------------------------- selection
-
-
-def _matches(value: Any, allowed: Sequence[str] | None) -> bool:
-    return not allowed or str(value) in allowed
-
-
-def select_records(
-    runs: Sequence[dict[str, Any]],
-    *,
-    ops: Sequence[str] | None = None,
-    dtypes: Sequence[str] | None = None,
-    impls: Sequence[str] | None = None,
-    statuses: Iterable[str] | None = PLOTTED_STATUSES,
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(run, record) pairs passing the filters; an empty selection is a user error."""
-    wanted = set(statuses) if statuses is not None else None
-    out = [(run, rec) for run in runs for rec in run.get("records", [])
-           if _matches(rec.get("op"), ops) and _matches(rec.get("dtype"), dtypes)
-           and _matches(rec.get("impl"), impls) and (wanted is None or rec.get("status") in wanted)]
-    if not out:
-        have = sorted({str(r.get("op")) for run in runs for r in run.get("records", [])})
-        raise UserError(f"no records to plot after filters ops={list(ops or [])} dtypes={list(dtypes or [])} "
-                        f"impls={list(impls or [])}; ops present: {', '.join(have) or 'none'}")
-    return out
-
-
 # ---------------------------------------------------------------- roofs
 
 
-def _measured_blocks(run: dict[str, Any]) -> list[dict[str, Any]]:
-    peaks = run.get("peaks") or {}
-    blocks = [b for b in (peaks.get("measured"), run.get("calibration")) if isinstance(b, dict)]
-    return blocks
+def _measured_blocks(run: Run) -> list[dict[str, Any]]:
+    """Measured ceilings a run carries beside the peaks it was scored against."""
+    measured = run.peaks.get("measured")
+    return [measured] if isinstance(measured, dict) else []
 
 
 def _peak(block: dict[str, Any], unit: str, key: str) -> float | None:
@@ -116,10 +78,10 @@ def _peak(block: dict[str, Any], unit: str, key: str) -> float | None:
     return float(value) if value else None
 
 
-def roofs_for(run: dict[str, Any], units: Iterable[tuple[str, str]], prefix: str = "") -> list[Roof]:
+def roofs_for(run: Run, units: Iterable[tuple[str, str]], prefix: str = "") -> list[Roof]:
     """One compute roof per (compute_unit, peak_key) present, from the datasheet/peaks block, plus
     dashed measured ceilings when the run carries them."""
-    peaks = run.get("peaks") or {}
+    peaks = run.peaks
     bw = peaks.get("memory_bandwidth")
     if not bw:
         raise UserError("peaks has no memory_bandwidth; cannot draw a roofline", field="peaks.memory_bandwidth")
@@ -150,60 +112,41 @@ def merge_equal_roofs(roofs: Sequence[Roof]) -> list[Roof]:
 # ---------------------------------------------------------------- points
 
 
-def _short_case(rec: dict[str, Any]) -> str:
-    params = rec.get("params")
-    if isinstance(params, dict) and params:
-        return "x".join(str(v) for v in params.values())
-    return str(rec.get("case", ""))[:16]
+def _short_case(rec: Record) -> str:
+    if rec.params:
+        return "x".join(str(v) for v in rec.params.values())
+    return rec.case[:16]
 
 
 def short_label(p: Point) -> str:
     return f"{p.impl} {p.case} {DTYPE_SHORT.get(p.dtype, p.dtype)}"
 
 
-def record_point(run: dict[str, Any], rec: dict[str, Any]) -> Point | str:
+def record_point(run: Run, rec: Record) -> Point | str:
     """The record as a roofline point, or the reason it cannot be drawn on log axes."""
-    flops, nbytes = rec.get("flops"), rec.get("bytes")
-    median = (rec.get("time_s") or {}).get("median")
+    flops, nbytes = rec.flops, rec.bytes
+    median = (rec.time_s or {}).get("median")
     if not flops or not nbytes or flops <= 0 or nbytes <= 0:
         return "no positive flops/bytes"
     if not median or median <= 0:
         return "no timing"
-    peaks = run.get("peaks") or {}
     intensity = flops / nbytes
     achieved = flops / median
-    peak_flops = rec.get("peak_flops") or _peak(peaks, str(rec.get("compute_unit")), str(rec.get("peak_key")))
-    peak_bw = rec.get("peak_bandwidth") or peaks.get("memory_bandwidth")
+    peak_flops = rec.peak_flops or _peak(run.peaks, str(rec.compute_unit), str(rec.peak_key))
+    peak_bw = rec.peak_bandwidth or run.peaks.get("memory_bandwidth")
     error = None
-    if rec.get("status") == "invalid":
-        error = str(rec.get("message") or "invalid")
+    if rec.status == "invalid":
+        error = rec.message or "invalid"
     elif peak_flops and peak_bw:
         attainable = min(float(peak_flops), float(peak_bw) * intensity)
         if achieved > attainable * (1 + ROOF_TOLERANCE):
             error = f"above its roof ({achieved / attainable:.2f}x attainable)"
-    return Point(key_name(record_key(rec)), str(rec.get("op")), _short_case(rec), str(rec.get("dtype")),
-                 str(rec.get("impl")), is_baseline(rec), intensity, achieved, error)
+    return Point(key_name(rec.key), rec.op, _short_case(rec), rec.dtype, rec.impl, rec.is_baseline,
+                 intensity, achieved, error)
 
 
-def _colors(names: Sequence[str]) -> dict[str, Any]:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
-    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
-
-
-def _markers(names: Sequence[str]) -> dict[str, str]:
-    return {n: MARKERS[i % len(MARKERS)] for i, n in enumerate(names)}
-
-
-def _title(runs: Sequence[dict[str, Any]], what: str) -> str:
-    devices = sorted({str((r.get("env") or {}).get("device") or "unknown device") for r in runs})
-    sources = sorted({str((r.get("peaks") or {}).get("source") or "unknown") for r in runs})
-    return f"{what}: {', '.join(devices)} (peaks: {', '.join(sources)})"
-
-
-def _peaks_identity(run: dict[str, Any]) -> tuple[Any, ...]:
-    p = run.get("peaks") or {}
+def _peaks_identity(run: Run) -> tuple[Any, ...]:
+    p = run.peaks
     return (p.get("name"), p.get("source"), p.get("memory_bandwidth"),
             tuple(sorted((p.get("simt") or {}).items())), tuple(sorted((p.get("tensor") or {}).items())))
 
@@ -212,7 +155,7 @@ def _peaks_identity(run: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def plot_roofline(
-    runs: Sequence[dict[str, Any]],
+    runs: Sequence[Run],
     *,
     ops: Sequence[str] | None = None,
     dtypes: Sequence[str] | None = None,
@@ -226,20 +169,20 @@ def plot_roofline(
     for run, rec in selected:
         pt = record_point(run, rec)
         if isinstance(pt, str):
-            skipped.append(f"{key_name(record_key(rec))}: {pt}")
+            skipped.append(f"{key_name(rec.key)}: {pt}")
         else:
             points.append(pt)
 
     # Roofs per distinct peaks block; several only when runs from different GPUs are overlaid.
-    groups: dict[tuple[Any, ...], tuple[dict[str, Any], set[tuple[str, str]]]] = {}
+    groups: dict[tuple[Any, ...], tuple[Run, set[tuple[str, str]]]] = {}
     for run, rec in selected:
         entry = groups.setdefault(_peaks_identity(run), (run, set()))
-        if rec.get("compute_unit") and rec.get("peak_key"):
-            entry[1].add((str(rec["compute_unit"]), str(rec["peak_key"])))
+        if rec.compute_unit and rec.peak_key:
+            entry[1].add((rec.compute_unit, rec.peak_key))
     multi = len(groups) > 1
     roofs: list[Roof] = []
     for run, units in groups.values():
-        prefix = f"{(run.get('peaks') or {}).get('name', '?')}: " if multi else ""
+        prefix = f"{run.peaks.get('name', '?')}: " if multi else ""
         roofs += roofs_for(run, units, prefix)
 
     fig = Figure(figsize=(10, 7), layout="constrained")
@@ -262,7 +205,7 @@ def plot_roofline(
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(title or _title(runs, "Roofline"))
+    ax.set_title(title or chart_title(runs, "Roofline"))
     _roofline_legend(ax, points, len(error_names))
     if error_names:
         # Names only: the reasons are long and live in the summary, the CLI output and the report.
@@ -301,8 +244,8 @@ def _draw_roofs(ax: Any, roofs: Sequence[Roof], x_lo: float, x_hi: float) -> Non
 
 
 def _draw_points(ax: Any, points: Sequence[Point]) -> list[str]:
-    colors = _colors(sorted({p.op for p in points}))
-    markers = _markers(sorted({p.impl for p in points}))
+    colors = colors_for(sorted({p.op for p in points}))
+    markers = markers_for(sorted({p.impl for p in points}))
     errors = []
     for p in points:
         if p.error:
@@ -348,8 +291,8 @@ def _draw_labels(ax: Any, points: Sequence[Point], xlim: tuple[float, float],
 
 
 def _roofline_legend(ax: Any, points: Sequence[Point], n_errors: int) -> None:
-    colors = _colors(sorted({p.op for p in points}))
-    markers = _markers(sorted({p.impl for p in points}))
+    colors = colors_for(sorted({p.op for p in points}))
+    markers = markers_for(sorted({p.impl for p in points}))
     handles: list[Any] = [Patch(color=c, label=op) for op, c in colors.items()]
     handles += [Line2D([], [], marker=m, color="gray", ls="none", label=impl) for impl, m in markers.items()]
     styles = {ln.get_linestyle() for ln in ax.get_lines() if str(ln.get_gid() or "").startswith("roof:")}
@@ -364,110 +307,10 @@ def _roofline_legend(ax: Any, points: Sequence[Point], n_errors: int) -> None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.85)
 
 
-# ---------------------------------------------------------------- SOL bars
-
-
-def plot_sol_bars(
-    runs: Sequence[dict[str, Any]],
-    *,
-    ops: Sequence[str] | None = None,
-    dtypes: Sequence[str] | None = None,
-    impls: Sequence[str] | None = None,
-    title: str | None = None,
-) -> tuple[Figure, SolBarsSummary]:
-    """Per op, bars of SOL per implementation side by side (baselines first) for each case."""
-    selected = select_records(runs, ops=ops, dtypes=dtypes, impls=impls,
-                              statuses=("ok", "invalid", "failed", "error"))
-    by_op: dict[str, list[dict[str, Any]]] = {}
-    for _, rec in selected:
-        by_op.setdefault(str(rec.get("op")), []).append(rec)
-    op_names = sorted(by_op)
-    widest = max(len({(r.get("case"), r.get("dtype")) for r in recs}) for recs in by_op.values())
-    fig = Figure(figsize=(max(6.0, 1.6 * widest + 3), 3.2 * len(op_names)), layout="constrained")
-    axes = fig.subplots(len(op_names), 1, squeeze=False)[:, 0]
-    summary = SolBarsSummary(0, op_names, [], [])
-    for ax, op in zip(axes, op_names):
-        _sol_bars_for_op(ax, op, by_op[op], summary)
-    fig.suptitle(title or _title(runs, "Speed of light per implementation"))
-    return fig, summary
-
-
-def _sol_bars_for_op(ax: Any, op: str, recs: list[dict[str, Any]], summary: SolBarsSummary) -> None:
-    groups = sorted({(str(r.get("case")), str(r.get("dtype"))) for r in recs})
-    impl_names = sorted({str(r.get("impl")) for r in recs},
-                        key=lambda i: (not any(is_baseline(r) for r in recs if r.get("impl") == i), i))
-    colors = _colors(impl_names)
-    width = 0.8 / len(impl_names)
-    lookup = {(str(r.get("case")), str(r.get("dtype")), str(r.get("impl"))): r for r in recs}
-    for j, impl in enumerate(impl_names):
-        for i, (case, dtype) in enumerate(groups):
-            rec = lookup.get((case, dtype, impl))
-            if rec is None:
-                continue
-            x = i - 0.4 + width * (j + 0.5)
-            name = key_name(record_key(rec))
-            status, sol = rec.get("status"), rec.get("sol")
-            if status == "ok" and sol is not None:
-                bars = ax.bar([x], [min(float(sol), 1.0)], width, color=colors[impl])
-                bars.patches[0].set_gid(f"bar:{name}")
-                ax.annotate(f"{sol:.0%}", (x, min(float(sol), 1.0)), ha="center", va="bottom", fontsize=7)
-                summary.n_bars += 1
-            elif status == "invalid":
-                bars = ax.bar([x], [1.0], width, color="none", edgecolor=ERROR_COLOR, hatch="xx")
-                bars.patches[0].set_gid(f"invalid:{name}")
-                ax.annotate("invalid", (x, 0.5), ha="center", rotation=90, fontsize=7, color=ERROR_COLOR,
-                            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
-                summary.invalid.append(name)
-            else:
-                ax.annotate(str(status), (x, 0.02), ha="center", rotation=90, fontsize=7, color=ERROR_COLOR,
-                            gid=f"failed:{name}")
-                summary.failed.append(name)
-    ax.set_xlim(-0.5, len(groups) - 0.5)  # annotations alone do not widen the axis
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{c}\n{DTYPE_SHORT.get(d, d)}" for c, d in groups], fontsize=7)
-    ax.set_ylim(0, 1.12)
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.axhline(0.8, color="gray", lw=0.6, ls=":")
-    ax.set_ylabel("SOL")
-    ax.set_title(op, fontsize=10, loc="left")
-    ax.legend(handles=[Patch(color=colors[i], label=i) for i in impl_names], fontsize=7, loc="upper right",
-              ncol=min(4, len(impl_names)))
-
-
-# ---------------------------------------------------------------- files
-
-
-def save_figure(fig: Figure, output: str | Path) -> Path:
-    output = Path(output)
-    if output.suffix.lower() not in IMAGE_SUFFIXES:
-        raise UserError(f"unsupported image type {output.suffix or '(none)'!r}; use one of "
-                        f"{', '.join(IMAGE_SUFFIXES)}", file=output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=130)
-    return output
-
-
-def _split(values: Sequence[str] | str | None) -> list[str] | None:
-    if values is None:
-        return None
-    items = [values] if isinstance(values, str) else list(values)
-    out = [v.strip() for item in items for v in item.split(",") if v.strip()]
-    return out or None
-
-
 def run_roofline(paths: Sequence[str | Path], output: str | Path, *, ops: Any = None, dtypes: Any = None,
                  impls: Any = None) -> RooflineSummary:
     """What `solbench roofline` does."""
     runs = [load_results(p) for p in paths]
-    fig, summary = plot_roofline(runs, ops=_split(ops), dtypes=_split(dtypes), impls=_split(impls))
-    save_figure(fig, output)
-    return summary
-
-
-def run_sol_plot(paths: Sequence[str | Path], output: str | Path, *, ops: Any = None, dtypes: Any = None,
-                 impls: Any = None) -> SolBarsSummary:
-    """What `solbench plot sol` does."""
-    runs = [load_results(p) for p in paths]
-    fig, summary = plot_sol_bars(runs, ops=_split(ops), dtypes=_split(dtypes), impls=_split(impls))
-    save_figure(fig, output)
+    fig, summary = plot_roofline(runs, ops=split_list(ops), dtypes=split_list(dtypes), impls=split_list(impls))
+    save_figure(fig, output, runs)
     return summary

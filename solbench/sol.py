@@ -63,13 +63,33 @@ def score(flops: float, nbytes: float, median_s: float, peak_flops: float | None
     )
 
 
-def invalid_reason(s: Score) -> str | None:
+def invalid_reason(s: Score, peaks_source: str = "datasheet") -> str | None:
     """Why a score cannot be real, or None."""
-    if s.sol > SOL_LIMIT:
-        return (f"SOL {s.sol:.2f} > 1: faster than the speed of light ({s.bound}-bound T_SOL "
-                f"{s.t_sol_s * 1e6:.2f} us); the spec's FLOP/byte count, the peak table, the timer "
-                f"or the kernel is wrong (e.g. data served from cache, or work done outside the timed window)")
-    return None
+    if s.sol <= SOL_LIMIT:
+        return None
+    reason = (f"SOL {s.sol:.2f} > 1: faster than the speed of light ({s.bound}-bound T_SOL "
+              f"{s.t_sol_s * 1e6:.2f} us); the spec's FLOP/byte count, the peak table, the timer "
+              f"or the kernel is wrong (e.g. data served from cache, or work done outside the timed window)")
+    if peaks_source in ("measured", "cpu-measured"):
+        # A measured ceiling is only as good as its measurement (a busy machine, too few shapes).
+        reason += (f"; the peaks are {peaks_source}: if the ceiling was measured on a busy machine, "
+                   f"measure it again (`solbench calibrate`, or delete results/cache/ for CPU ceilings)")
+    return reason
+
+
+def peak_key(unit: str, tensor_key: str, element_size: int) -> str:
+    """Which entry of the peak table a dtype runs at: its tensor-core key, or fp32 on CUDA cores for
+    dtypes of at most 4 bytes (bf16 arithmetic on CUDA cores runs at the fp32 rate)."""
+    if unit == "tensor":
+        return tensor_key
+    return "fp32" if element_size <= 4 else tensor_key
+
+
+def clock_factor(reference_mhz: float | None, observed_mhz: float | None) -> float | None:
+    """--peaks at-clock: a compute peak quoted at `reference_mhz` scales with the clock seen."""
+    if not reference_mhz or not observed_mhz:
+        return None
+    return observed_mhz / reference_mhz
 
 
 def speedup(baseline_median_s: float | None, median_s: float) -> float | None:

@@ -3,12 +3,18 @@
 Validation is strict and happens before anything runs: an unknown key, a missing field, a formula
 naming an unknown parameter or a tolerance for an undeclared dtype is a UserError naming the file
 and the field. See `specs/ops/softmax.yaml` for a commented example.
+
+This module is over 400 lines because the format and its validator belong together: each field's rule
+sits next to the record it fills, so every error can name the field the user wrote.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import math
 import os
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -28,9 +34,10 @@ _REQUIRED = ("op", "summary", "dtypes", "inputs", "outputs", "flops", "bytes", "
              "reference", "baselines", "tolerance")
 _INPUT_KEYS = {"shape", "init", "dtype", "low", "high", "scale"}
 _OUTPUT_KEYS = {"shape", "dtype"}
-_CALL_KEYS = {"fn", "kwargs", "compile", "device", "dtype", "note"}
+_CALL_KEYS = {"fn", "kwargs", "compile", "device", "dtype", "dtypes", "note"}
 _TOL_KEYS = {"atol", "rtol", "norm"}
-INITS = ("randn", "uniform", "randint")
+_COMPILE_KEYS = {"mode", "dynamic", "fullgraph", "backend", "options"}
+INITS = ("randn", "uniform", "randint")   # or "module:function", a generator of the input
 UNITS = ("simt", "tensor")
 
 
@@ -54,6 +61,11 @@ class TensorSpec:
     def shape_for(self, env: Mapping[str, Any]) -> tuple[int, ...]:
         return tuple(int(f.evaluate(env)) for f in self.shape)
 
+    @property
+    def generator(self) -> str | None:
+        """`module:function` when the input comes from a generator function instead of a distribution."""
+        return self.init if ":" in self.init else None
+
 
 @dataclass(frozen=True)
 class CallSpec:
@@ -63,9 +75,14 @@ class CallSpec:
     fn: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     compile: bool = False
+    compile_options: dict[str, Any] = field(default_factory=dict)   # torch.compile(fn, **compile_options)
     device: str | None = None          # "cuda": needs a CUDA device (skipped on CPU)
     dtype: str | None = None           # reference only: compute in this dtype
+    dtypes: tuple[str, ...] | None = None   # only these case dtypes run this call (None: all)
     note: str = ""
+
+    def runs_for(self, dtype: str) -> bool:
+        return self.dtypes is None or dtype in self.dtypes
 
     def resolved_kwargs(self, env: Mapping[str, Any]) -> dict[str, Any]:
         return {k: (v.evaluate(env) if isinstance(v, expr.Formula) else v) for k, v in self.kwargs.items()}
@@ -97,10 +114,27 @@ class OpSpec:
     tolerance: dict[str, Tolerance]
     inplace: bool = False
     notes: str = ""
+    source_text: str = ""               # the YAML as read: jobs carry it (never the path) to workers
+    sha256: str = ""                    # of source_text: records say which spec they measured
 
     @property
     def params(self) -> tuple[str, ...]:
         return tuple(self.cases[0])
+
+    @property
+    def calls(self) -> tuple[tuple[CallSpec, str], ...]:
+        """Baselines then impls, each with its kind."""
+        return tuple((c, "baseline") for c in self.baselines) + tuple((c, "impl") for c in self.impls)
+
+    def fused_bytes(self, dtype: str, env: Mapping[str, Any]) -> float:
+        """`bytes: auto`: each input read once and each output written once, at each tensor's own size."""
+        total = 0
+        for t in self.inputs + self.outputs:
+            total += math.prod(t.shape_for(env)) * precision(t.dtype_for(dtype)).size
+        return float(total)
+
+    def bytes_for(self, dtype: str, env: Mapping[str, Any]) -> float:
+        return float(self.bytes.evaluate(env)) if self.bytes is not None else self.fused_bytes(dtype, env)
 
     def compute_unit(self, dtype: str) -> str:
         return self.compute.get(dtype, self.compute.get("default", "simt"))
@@ -130,14 +164,22 @@ def load_all(extra_dirs: Iterable[Path] = ()) -> dict[str, OpSpec]:
 
 def load_file(path: Path) -> OpSpec:
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror}", file=path) from None
+    return parse_text(text, path)
+
+
+def parse_text(text: str, path: Path) -> OpSpec:
+    """A spec from its YAML text; `path` is only what errors and records call it."""
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise UserError(f"not valid YAML{where}: {getattr(exc, 'problem', exc)}", file=path) from None
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror}", file=path) from None
-    return parse_spec(raw, path)
+    spec = parse_spec(raw, path)
+    return dataclasses.replace(spec, source_text=text, sha256=hashlib.sha256(text.encode()).hexdigest())
 
 
 def parse_spec(raw: Any, path: Path) -> OpSpec:
@@ -182,6 +224,11 @@ def parse_spec(raw: Any, path: Path) -> OpSpec:
     clash = {c.name for c in spec.baselines} & {c.name for c in spec.impls}
     if clash:
         raise UserError(f"names used both as baseline and impl: {sorted(clash)}", file=path, field="impls")
+    for c, kind in spec.calls:
+        stray = [d for d in c.dtypes or () if d not in spec.dtypes]
+        if stray:
+            raise UserError(f"'{stray[0]}' is not one of this op's dtypes {list(spec.dtypes)}", file=path,
+                            field=f"{kind}s.{c.name}.dtypes")
     return spec
 
 
@@ -275,8 +322,9 @@ class _Parser:
                 raise self.fail(f"{where}.shape", "expected a list of dimension formulas, e.g. [M, N]")
             shape = tuple(self.formula(d, f"{where}.shape[{i}]", names) for i, d in enumerate(t["shape"]))
             init = t.get("init", "randn")
-            if init not in INITS:
-                raise self.fail(f"{where}.init", f"unknown init '{init}' (allowed: {', '.join(INITS)})")
+            if not isinstance(init, str) or (init not in INITS and ":" not in init):
+                raise self.fail(f"{where}.init", f"unknown init {init!r} (allowed: {', '.join(INITS)}, "
+                                                 f"or 'module:function' naming a generator)")
             dtype = self.dtype_field(t["dtype"], f"{where}.dtype") if "dtype" in t else None
             low = self.formula(t.get("low", -1.0), f"{where}.low", names)
             high = self.formula(t.get("high", 1.0), f"{where}.high", names)
@@ -303,8 +351,32 @@ class _Parser:
         dtype = value.get("dtype")
         if dtype is not None and str(dtype) not in PRECISIONS:
             raise self.fail(f"{field_}.dtype", f"unknown dtype '{dtype}'")
-        return CallSpec(name, self.string(value["fn"], f"{field_}.fn"), parsed, bool(value.get("compile", False)),
-                        device, dtype, str(value.get("note", "")))
+        compile_, options = self.compile_field(value.get("compile", False), f"{field_}.compile")
+        return CallSpec(name, self.string(value["fn"], f"{field_}.fn"), parsed, compile_, options,
+                        device, dtype, self.call_dtypes(value.get("dtypes"), f"{field_}.dtypes"),
+                        str(value.get("note", "")))
+
+    def compile_field(self, value: Any, field_: str) -> tuple[bool, dict[str, Any]]:
+        """`compile: true`, or a mapping of torch.compile keyword arguments (mode, dynamic, fullgraph)."""
+        if isinstance(value, bool):
+            return value, {}
+        if not isinstance(value, dict):
+            raise self.fail(field_, f"expected true/false or a mapping of torch.compile options, got {value!r}")
+        self.keys(value, _COMPILE_KEYS, field_)
+        return True, dict(value)
+
+    def call_dtypes(self, value: Any, field_: str) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list) or not value:
+            raise self.fail(field_, f"expected a non-empty list of dtypes, got {value!r}")
+        out = []
+        for i, name in enumerate(value):
+            try:
+                out.append(precision(str(name)).name)
+            except UserError as exc:
+                raise self.fail(f"{field_}[{i}]", exc.detail) from None
+        return tuple(out)
 
     def calls(self, value: Any, field_: str, params: set[str]) -> tuple[CallSpec, ...]:
         if not isinstance(value, dict):

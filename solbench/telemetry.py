@@ -16,17 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-MIN_CLOCK_FRACTION = 0.75   # nvbench's rule: below 75% of the max SM clock the sample is not representative
+from solbench.nvml import NvmlDevice, NvmlUnavailable, decode_clock_events, optional, slowdowns
 
-# NVML clock-event (throttle) reason bits that mean "slowed down by heat or power", by name. The GPU-idle,
-# application-clock, sync-boost and display bits describe configuration or idleness, not throttling.
-_THROTTLE_BITS = {
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-}
+MIN_CLOCK_FRACTION = 0.75   # nvbench's rule: below 75% of the max SM clock the sample is not representative
 
 
 @dataclass(frozen=True)
@@ -39,7 +31,8 @@ class Sample:
     reasons: int              # raw NVML clock-event reasons bitmask
 
     def throttle_reasons(self) -> list[str]:
-        return [name for name, bit in _THROTTLE_BITS.items() if self.reasons & bit]
+        """The reasons set that mean heat or power (solbench.nvml's vocabulary)."""
+        return slowdowns(decode_clock_events(self.reasons))
 
     def to_json(self) -> dict[str, Any]:
         return {"t": round(self.t, 4), "sm_mhz": self.sm_mhz, "mem_mhz": self.mem_mhz, "temp_c": self.temp_c,
@@ -68,8 +61,8 @@ class ClockMonitor:
     after: Sample | None = None
     during_samples: list[Sample] = field(default_factory=list)
     discarded: list[str] = field(default_factory=list)   # why each discarded batch was thrown away
-    _handle: Any = None
-    _nvml: Any = None
+    mem_max_mhz: float | None = None
+    _device: NvmlDevice | None = None
     _t0: float = 0.0
 
     @classmethod
@@ -77,22 +70,22 @@ class ClockMonitor:
         if device_kind != "cuda":
             return cls(device_index, False, "telemetry off: not a CUDA device")
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-            sm_max = float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
-        except Exception as exc:  # no driver access, no library: measure anyway, say so
+            dev = NvmlDevice.open(device_index)
+        except NvmlUnavailable as exc:  # no driver access, no library: measure anyway, say so
+            return cls(device_index, False, f"telemetry off: NVML unavailable ({exc})")
+        try:
+            sm_max = float(dev.max_clock_mhz("sm"))
+        except Exception as exc:
+            dev.close()
             return cls(device_index, False, f"telemetry off: NVML unavailable ({type(exc).__name__}: {exc})")
-        return cls(device_index, True, "", sm_max, _handle=handle, _nvml=pynvml, _t0=time.perf_counter())
+        mem_max = optional(lambda: float(dev.max_clock_mhz("mem")))
+        return cls(device_index, True, "", sm_max, mem_max_mhz=mem_max, _device=dev, _t0=time.perf_counter())
 
     def close(self) -> None:
-        if self.enabled and self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:
-                pass
-            self.enabled = False
+        if self._device is not None:
+            self._device.close()
+            self._device = None
+        self.enabled = False
 
     def reset(self) -> None:
         """Start a fresh record (one per measured implementation and case)."""
@@ -101,17 +94,15 @@ class ClockMonitor:
         self.discarded = []
 
     def sample(self) -> Sample | None:
-        if not self.enabled:
+        dev = self._device
+        if not self.enabled or dev is None:
             return None
-        n, h = self._nvml, self._handle
         try:
-            sm = float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
-            mem = float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))
+            sm, mem = float(dev.clock_mhz("sm")), float(dev.clock_mhz("mem"))
         except Exception:
             return None
-        return Sample(time.perf_counter() - self._t0, sm, mem, _try(lambda: float(
-            n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))), _try(lambda: n.nvmlDeviceGetPowerUsage(h) / 1e3),
-            _try(lambda: int(_reasons(n, h)), 0))
+        return Sample(time.perf_counter() - self._t0, sm, mem, dev.temperature_c(), dev.power_w(),
+                      dev.clock_event_mask() or 0)
 
     def mark_before(self) -> None:
         self.before = self.sample()
@@ -146,6 +137,19 @@ class ClockMonitor:
             return 0.0
         return statistics.stdev(kept) / statistics.fmean(kept)
 
+    def clock_range(self) -> dict[str, float]:
+        """Lowest and highest SM/memory clocks over every during-sample, and the maxima (what a calibration records)."""
+        out: dict[str, float] = {}
+        sm = [s.sm_mhz for s in self.during_samples]
+        mem = [s.mem_mhz for s in self.during_samples]
+        if sm:
+            out.update(sm_mhz_min=min(sm), sm_mhz_max=max(sm))
+        if mem:
+            out.update(mem_mhz_min=min(mem), mem_mhz_max=max(mem))
+        if self.sm_max_mhz is not None and self.mem_max_mhz is not None:
+            out.update(sm_max_mhz=self.sm_max_mhz, mem_max_mhz=self.mem_max_mhz)
+        return out
+
     def summary(self, persistent: bool) -> dict[str, Any]:
         if not self.enabled:
             return {"enabled": False, "reason": self.off_reason}
@@ -173,14 +177,3 @@ def _spread(samples: list[Sample]) -> dict[str, Any]:
     out["throttle"] = sorted({r for s in samples for r in s.throttle_reasons()})
     return out
 
-
-def _reasons(n: Any, h: Any) -> int:
-    fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
-    return fn(h)
-
-
-def _try(fn: Any, default: Any = None) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return default

@@ -248,14 +248,14 @@ def seed_cpu_peaks(out_dir: Any) -> None:
     """Pre-fill the CPU ceiling cache with generous peaks (so SOL stays far below 1) instead of measuring."""
     from unittest import mock
 
-    from solbench import hardware
+    from solbench import hardware, peaks
 
     info = hardware.probe_device("cpu")
-    fake = hardware.Peaks(name="test CPU", source="cpu-measured", memory_bandwidth=1e15,
-                          simt={k: 1e18 for k in ("fp32", "fp16", "bf16", "fp64")},
-                          tensor={k: 1e18 for k in ("fp32", "tf32", "bf16", "fp16", "fp64")}, notes="test")
-    with mock.patch.object(hardware, "measure_cpu_peaks", lambda *a, **k: fake):
-        hardware.cpu_peaks(out_dir / "cache", info)
+    fake = peaks.Peaks(name="test CPU", source="cpu-measured", memory_bandwidth=1e15,
+                       simt={k: 1e18 for k in ("fp32", "fp16", "bf16", "fp64")},
+                       tensor={k: 1e18 for k in ("fp32", "tf32", "bf16", "fp16", "fp64")}, notes="test")
+    with mock.patch.object(peaks, "measure_cpu_peaks", lambda *a, **k: fake):
+        peaks.cpu_peaks(out_dir / "cache", info)
 
 
 def records_by_impl(results_json: Any) -> dict[tuple[str, str], dict]:

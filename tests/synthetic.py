@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from solbench.results import Run
+
 H200_PEAKS: dict[str, Any] = {
     "name": "NVIDIA H200 SXM",
     "source": "datasheet",
@@ -160,3 +162,8 @@ def mixed_run(device: str = "NVIDIA H200", seed: int = 0) -> dict[str, Any]:
     recs.append(make_record("softmax", "M=4096,N=8192", "float32", "cuda", flops=s_flops,
                             nbytes=2 * s_bytes, compute_unit="simt", peak_key="fp32", status="failed"))
     return make_run(recs, device=device)
+
+
+def as_run(run: dict[str, Any]) -> Run:
+    """A synthetic run as the Run object that results.load_run returns for its file."""
+    return Run.from_json(run)

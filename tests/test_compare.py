@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench.cli import app
-from solbench.compare import (AMBIGUOUS, FASTER, SAME, SLOWER, compare_runs, decide, exit_code,
-                              parse_fail_on, to_bencher, to_github_benchmark, to_json, to_markdown)
+from solbench.compare import AMBIGUOUS, FASTER, SAME, SLOWER, compare_runs, decide, exit_code, parse_fail_on
+from solbench.compare_render import to_bencher, to_github_benchmark, to_json, to_markdown
 from solbench.errors import UserError
-from synthetic import H200_PEAKS, ab_runs, make_record, make_run, noisy_samples, write_run
+from synthetic import as_run, H200_PEAKS, ab_runs, make_record, make_run, noisy_samples, write_run
 
 MEDIAN = 100e-6
 
@@ -97,7 +97,7 @@ def test_nonpositive_samples_are_rejected():
 
 def test_compare_runs_pairs_by_key_and_flags_the_slowdown():
     base, new = ab_runs(MEDIAN, 0.05, 0.01, 50, seed=3)
-    result = compare_runs(base, new)
+    result = compare_runs(as_run(base), as_run(new))
     assert [p.verdict.verdict for p in result.pairs] == [SLOWER]
     assert result.pairs[0].name == "gemm/M=1024,N=1024,K=1024/bfloat16/eager"
     assert exit_code(result) == 1
@@ -122,7 +122,7 @@ def test_missing_failed_added_and_recovered_are_listed():
         _case("flaky", MEDIAN, 14),
         _case("brand_new", MEDIAN, 15),
     ])
-    r = compare_runs(base, new)
+    r = compare_runs(as_run(base), as_run(new))
     assert [p.name.split("/")[-1] for p in r.pairs] == ["eager"]
     assert [p.key[-1] for p in r.failed] == ["cuda"]
     assert "max_abs_err" in r.failed[0].message
@@ -137,16 +137,16 @@ def test_missing_failed_added_and_recovered_are_listed():
 def test_duplicate_records_are_an_error_naming_the_file():
     run = make_run([_case("eager", MEDIAN, 1), _case("eager", MEDIAN, 2)])
     with pytest.raises(UserError, match="duplicate record"):
-        compare_runs(run, run, base_path="base.json")
+        compare_runs(as_run(run), as_run(run), base_path="base.json")
 
 
 def test_time_comparison_across_devices_is_refused():
     base = make_run([_case("eager", MEDIAN, 1)], device="NVIDIA H200")
     new = make_run([_case("eager", MEDIAN, 2)], device="NVIDIA H100 80GB HBM3")
     with pytest.raises(UserError, match="different devices") as exc:
-        compare_runs(base, new)
+        compare_runs(as_run(base), as_run(new))
     assert exc.value.field == "env.device"
-    assert compare_runs(base, new, allow_cross_device=True).pairs  # explicit opt-in works
+    assert compare_runs(as_run(base), as_run(new), allow_cross_device=True).pairs  # explicit opt-in works
 
 
 def test_sol_metric_compares_across_gpus_with_different_peaks():
@@ -159,8 +159,8 @@ def test_sol_metric_compares_across_gpus_with_different_peaks():
                     device="NVIDIA H100", peaks=h100_peaks)
     worse = make_run([make_record(samples=noisy_samples(t_sol_h100 / 0.6, 0.01, 40, 3), peaks=h100_peaks, **kw)],
                      device="NVIDIA H100", peaks=h100_peaks)
-    r_same = compare_runs(base, same, metric="sol")
-    r_worse = compare_runs(base, worse, metric="sol")
+    r_same = compare_runs(as_run(base), as_run(same), metric="sol")
+    r_worse = compare_runs(as_run(base), as_run(worse), metric="sol")
     assert r_same.pairs[0].verdict.verdict == SAME
     assert r_worse.pairs[0].verdict.verdict == SLOWER
     assert r_worse.pairs[0].base_value == pytest.approx(0.8, rel=0.02)
@@ -172,7 +172,7 @@ def test_null_sample_is_a_user_error_naming_the_record():
     new = make_run([_case("eager", MEDIAN, 2)])
     new["records"][0]["samples_s"][3] = None
     with pytest.raises(UserError, match="finite and positive") as exc:
-        compare_runs(base, new, new_path="new.json")
+        compare_runs(as_run(base), as_run(new), new_path="new.json")
     assert exc.value.file == "new.json" and exc.value.field.endswith("eager.samples_s")
 
 
@@ -195,7 +195,7 @@ def _mixed_pair():
 
 def test_markdown_lists_worst_regressions_first_and_problems():
     base, new = _mixed_pair()
-    r = compare_runs(base, new, base_path="main.json", new_path="pr.json")
+    r = compare_runs(as_run(base), as_run(new), base_path="main.json", new_path="pr.json")
     text = to_markdown(r)
     assert "regressions found" in text
     rows = [line for line in text.splitlines() if line.startswith("| gemm/")]
@@ -206,7 +206,7 @@ def test_markdown_lists_worst_regressions_first_and_problems():
 
 def test_json_export_holds_counts_and_exit_code():
     base, new = _mixed_pair()
-    r = compare_runs(base, new)
+    r = compare_runs(as_run(base), as_run(new))
     data = json.loads(json.dumps(to_json(r, {"slower"})))
     assert data["counts"] == {SLOWER: 1, AMBIGUOUS: 0, SAME: 1, FASTER: 1}
     assert data["exit_code"] == 1
@@ -216,7 +216,7 @@ def test_json_export_holds_counts_and_exit_code():
 
 def test_github_benchmark_export_is_custom_smaller_is_better():
     run = make_run([_case("eager", 2e-3, 1), make_record(impl="cuda", status="failed")])
-    entries = json.loads(json.dumps(to_github_benchmark(run)))
+    entries = json.loads(json.dumps(to_github_benchmark(as_run(run))))
     assert len(entries) == 1  # failed records have no time to track
     e = entries[0]
     assert set(e) <= {"name", "unit", "value", "range", "extra"}
@@ -229,7 +229,7 @@ def test_github_benchmark_export_is_custom_smaller_is_better():
 
 def test_bencher_export_holds_latency_in_ns():
     run = make_run([_case("eager", 2e-3, 1), _case("cuda", 1e-3, 2)])
-    data = json.loads(json.dumps(to_bencher(run)))
+    data = json.loads(json.dumps(to_bencher(as_run(run))))
     assert set(data) == {"gemm/M=1024,N=1024,K=1024/bfloat16/eager", "gemm/M=1024,N=1024,K=1024/bfloat16/cuda"}
     for rec in run["records"]:
         lat = data["/".join((rec["op"], rec["case"], rec["dtype"], rec["impl"]))]["latency"]
@@ -292,3 +292,17 @@ def test_cli_corrupt_file_is_exit_2_naming_the_file(files, tmp_path):
     bad.write_text("{not json")
     res = CliRunner().invoke(app, ["compare", str(b), str(bad)])
     assert res.exit_code == 2 and "broken.json" in res.output
+
+
+def test_runs_timed_or_scored_differently_are_refused_unless_allowed():
+    base, new = ab_runs(1e-3, 0.0, 0.01, 30, seed=5)
+    for rec in new["records"]:
+        rec["timer"] = "cupti"
+    with pytest.raises(UserError, match=r"timed with 'events' and NEW with 'cupti'"):
+        compare_runs(as_run(base), as_run(new))
+    assert compare_runs(as_run(base), as_run(new), allow_mixed_methods=True).pairs
+    base, new = ab_runs(1e-3, 0.0, 0.01, 30, seed=6)
+    new["peaks"] = {**new["peaks"], "source": "measured"}
+    with pytest.raises(UserError, match=r"'datasheet' peaks and NEW against 'measured'"):
+        compare_runs(as_run(base), as_run(new), metric="sol")
+    assert compare_runs(as_run(base), as_run(new)).pairs   # times do not depend on the peaks

@@ -1,4 +1,5 @@
-"""Every doctor check, walked through faked facts: each FAIL/WARN says what is wrong and how to fix it."""
+"""Every doctor check, walked through faked facts: each FAIL/WARN says what is wrong and how to fix it;
+and the environment probe that gathers the facts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import sys
 import pytest
 from rich.console import Console
 
-from solbench import doctor
-from solbench.doctor import FAIL, PASS, SKIP, WARN, EnvFacts, NvmlFacts, ProbeResult
+from solbench import doctor, envprobe
+from solbench.doctor import FAIL, PASS, SKIP, WARN
+from solbench.envprobe import EnvFacts, NvmlFacts, ProbeResult
 
 
 def healthy(**changes) -> EnvFacts:
@@ -124,9 +126,14 @@ def test_nvml_unreadable_warns() -> None:
 
 
 def test_thermal_throttling_warns() -> None:
-    nvml = dataclasses.replace(healthy().nvml, throttle_reasons=["hw_thermal", "sw_thermal"])
+    nvml = dataclasses.replace(healthy().nvml, throttle_reasons=["hw_thermal_slowdown", "sw_thermal_slowdown"])
     c = by_name(healthy(nvml=nvml))["clocks"]
-    assert c.status == WARN and "hw_thermal" in c.message and "cooling" in c.fix
+    assert c.status == WARN and "hw_thermal_slowdown, sw_thermal_slowdown" in c.message and "cooling" in c.fix
+
+
+def test_idle_and_sync_boost_are_not_slowdowns() -> None:
+    nvml = dataclasses.replace(healthy().nvml, throttle_reasons=["gpu_idle", "sync_boost"])
+    assert by_name(healthy(nvml=nvml))["clocks"].status == PASS
 
 
 def test_locked_and_application_clocks_are_reported() -> None:
@@ -147,21 +154,29 @@ def test_other_processes_warn() -> None:
     assert c.status == WARN and "4242 python" in c.message and "--device cuda:N" in c.fix
 
 
-def test_decode_throttle_mask() -> None:
-    class FakeNvml:
-        nvmlClocksThrottleReasonGpuIdle = 0x1
-        nvmlClocksThrottleReasonHwThermalSlowdown = 0x40
+def test_nvml_facts_come_from_the_one_wrapper(monkeypatch) -> None:
+    """What the doctor reads, and in which words, is solbench.nvml's: a stand-in pynvml shows both."""
+    from tests.fake_nvml import fake_pynvml
 
-    assert doctor.decode_throttle(0x41, FakeNvml) == ["gpu_idle", "hw_thermal"]
-    assert doctor.decode_throttle(0, FakeNvml) == []
+    proc = type("Proc", (), {"pid": 4242, "usedGpuMemory": 30000 * 2**20})()
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(reasons=0x42, processes=(proc,)))
+    n = envprobe.nvml_facts(0)
+    assert n.error is None and (n.sm_mhz, n.sm_max_mhz, n.app_sm_mhz) == (1980, 1980, 1980)
+    assert n.throttle_reasons == ["user_defined_clocks", "hw_thermal_slowdown"]
+    assert n.persistence_mode is True and n.power_limit_w == 700.0
+    assert n.other_processes == ["4242 python3 (30000 MiB)"]
+    checks = by_name(healthy(nvml=n))
+    assert checks["clocks"].status == WARN and "hw_thermal_slowdown" in checks["clocks"].message
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert "pynvml not importable" in envprobe.nvml_facts(0).error
 
 
 def test_probe_runner_reports_ok_failure_and_timeout() -> None:
-    assert doctor.run_probe("print('OK fine')", 30) == ProbeResult(ok=True, detail="fine")
-    failed = doctor.run_probe("import sys; print('x.cpp:1: error: boom', file=sys.stderr); sys.exit(1)", 30)
+    assert envprobe.run_probe("print('OK fine')", 30) == ProbeResult(ok=True, detail="fine")
+    failed = envprobe.run_probe("import sys; print('x.cpp:1: error: boom', file=sys.stderr); sys.exit(1)", 30)
     assert not failed.ok and "error: boom" in failed.detail
-    assert doctor.run_probe("print('SKIP nothing to do')", 30).skipped == "nothing to do"
-    slow = doctor.run_probe("import time; time.sleep(30)", 0.5)
+    assert envprobe.run_probe("print('SKIP nothing to do')", 30).skipped == "nothing to do"
+    slow = envprobe.run_probe("import time; time.sleep(30)", 0.5)
     assert slow.timed_out and not slow.ok
 
 
@@ -180,7 +195,7 @@ def test_command_prints_fix_and_json_round_trips() -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="probes this Linux machine")
 def test_gather_facts_without_builds_runs_here() -> None:
-    facts = doctor.gather_facts(build=False)
+    facts = envprobe.gather_facts(build=False)
     assert facts.torch_version
     checks = doctor.run_checks(facts)
     assert all(c.status in (PASS, WARN, FAIL, SKIP) for c in checks)
@@ -197,7 +212,7 @@ def _cuda() -> bool:
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
 def test_doctor_on_a_gpu_machine() -> None:
-    facts = doctor.gather_facts(build=True)
+    facts = envprobe.gather_facts(build=True)
     checks = by_name(facts)
     assert checks["cuda"].status == PASS and checks["device"].status == PASS
     assert checks["c++ extension"].status == PASS, checks["c++ extension"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from solbench.hardware import load_gpu_tables
+from solbench.peaks import load_gpu_tables
 from solbench.paths import specs_root
 
 TABLE_PATHS = sorted((specs_root() / "gpus").glob("*.yaml"))

@@ -10,12 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench.cli import app
-from solbench.report import build_blocks, geomean, summarize, write_report
-from synthetic import make_record, make_run, mixed_run, noisy_samples, write_run
+from solbench.report import ImplSummary, build_blocks, summarize, write_report
+from synthetic import as_run, make_record, make_run, mixed_run, noisy_samples, write_run
 
 
 def _by_impl(run):
-    return {s.impl: s for s in summarize(run)}
+    return {s.impl: s for s in summarize(as_run(run))}
 
 
 def _rec(run, op, dtype, impl):
@@ -53,14 +53,16 @@ def test_sol_is_capped_and_fraction_at_sol_counts_failures_as_below():
     assert s.at_sol == 2  # 1.0 and 0.9; the failed case counts in the denominator, not the numerator
 
 
-def test_geomean_ignores_nothing_silently():
-    assert geomean([]) is None
-    assert geomean([0.25, 1.0]) == pytest.approx(0.5)
+def test_geomean_of_nothing_is_no_number():
+    empty = ImplSummary("x", False)
+    assert empty.geomean_sol is None and empty.geomean_speedup("eager") is None
+    two = ImplSummary("x", False, sols=[0.25, 1.0], speedups={"eager": [2.0, 8.0]})
+    assert two.geomean_sol == pytest.approx(0.5) and two.geomean_speedup("eager") == pytest.approx(4.0)
 
 
 def test_markdown_report_has_summary_tables_env_and_reasons(tmp_path):
     run = mixed_run()
-    path = write_report(run, tmp_path / "report.md", charts=False)
+    path = write_report(as_run(run), tmp_path / "report.md", charts=False)
     text = path.read_text()
     s = _by_impl(run)
     assert "## Summary" in text
@@ -83,7 +85,7 @@ def test_markdown_report_has_summary_tables_env_and_reasons(tmp_path):
 
 
 def test_markdown_report_writes_linked_images_next_to_it(tmp_path):
-    path = write_report(mixed_run(), tmp_path / "out" / "r.md", charts=True)
+    path = write_report(as_run(mixed_run()), tmp_path / "out" / "r.md", charts=True)
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", path.read_text())
     assert len(links) == 6  # roofline + SOL bars, for the whole run and for each of two ops
     for link in links:
@@ -91,7 +93,7 @@ def test_markdown_report_writes_linked_images_next_to_it(tmp_path):
 
 
 def test_html_report_is_self_contained(tmp_path):
-    path = write_report(mixed_run(), tmp_path / "r.html", charts=True)
+    path = write_report(as_run(mixed_run()), tmp_path / "r.html", charts=True)
     text = path.read_text()
     images = re.findall(r"src='data:image/png;base64,([^']+)'", text)
     assert len(images) == 6
@@ -104,7 +106,7 @@ def test_html_report_is_self_contained(tmp_path):
 def test_report_blocks_for_an_op_with_nothing_plottable_still_have_its_table():
     run = make_run([make_record(samples=noisy_samples(1e-3, 0.01, 10, 1)),
                     make_record(op="broken", status="failed")])
-    blocks = build_blocks(run)
+    blocks = build_blocks(as_run(run))
     images = sorted(b.name for b in blocks if b.kind == "image")
     # The failed op has a bar chart (showing "failed") but no roofline: no point to draw.
     assert images == ["all-roofline", "all-sol", "broken-sol", "gemm-roofline", "gemm-sol"]

@@ -7,8 +7,10 @@ from typer.testing import CliRunner
 
 from solbench.cli import app
 from solbench.errors import UserError
-from solbench.roofline import plot_roofline, plot_sol_bars, save_figure
-from synthetic import H200_PEAKS, make_record, make_run, mixed_run, noisy_samples, write_run
+from solbench.charts import save_figure
+from solbench.roofline import plot_roofline
+from solbench.solchart import plot_sol_bars
+from synthetic import H200_PEAKS, as_run, make_record, make_run, mixed_run, noisy_samples, write_run
 
 
 def _lines(fig, prefix: str) -> list:
@@ -20,7 +22,7 @@ def _annotations(fig, prefix: str) -> list:
 
 
 def test_roofline_draws_one_point_per_record_and_one_roof_per_precision():
-    fig, summary = plot_roofline([mixed_run()])
+    fig, summary = plot_roofline([as_run(mixed_run())])
     # mixed_run: 4 ok records, 1 invalid (SOL > 1), 1 failed (no timing, not drawn).
     assert summary.n_points == 5
     assert len(_lines(fig, "point:")) == 4
@@ -42,7 +44,7 @@ def test_roofline_draws_one_point_per_record_and_one_roof_per_precision():
 
 def test_point_coordinates_are_intensity_and_achieved_flops():
     run = mixed_run()
-    fig, _ = plot_roofline([run])
+    fig, _ = plot_roofline([as_run(run)])
     rec = run["records"][0]
     (line,) = [ln for ln in _lines(fig, "point:") if ln.get_gid().endswith("bfloat16/eager")
                and "gemm" in ln.get_gid()]
@@ -56,7 +58,7 @@ def test_invalid_and_above_roof_points_are_errors_never_wins():
     fast = make_record("gemm", "M=512,N=512,K=512", "bfloat16", "cuda", flops=2 * 512**3, nbytes=3 * 512 * 512 * 2,
                        samples=[1e-7] * 10, status="ok")
     run["records"].append(fast)
-    fig, summary = plot_roofline([run])
+    fig, summary = plot_roofline([as_run(run)])
     assert len(summary.error_points) == 2
     assert any("above its roof" in e and "M=512" in e for e in summary.error_points)
     assert any("SOL > 1" in e for e in summary.error_points)
@@ -68,7 +70,7 @@ def test_invalid_and_above_roof_points_are_errors_never_wins():
 
 
 def test_arrows_go_from_baseline_to_each_custom_impl_of_the_same_case():
-    fig, _ = plot_roofline([mixed_run()])
+    fig, _ = plot_roofline([as_run(mixed_run())])
     arrows = [a.get_gid() for a in _annotations(fig, "arrow:")]
     # gemm eager -> cuda only: softmax bf16 cuda is invalid and softmax fp32 cuda failed.
     assert arrows == ["arrow:gemm/M=4096,N=4096,K=4096/bfloat16/eager->cuda"]
@@ -76,28 +78,28 @@ def test_arrows_go_from_baseline_to_each_custom_impl_of_the_same_case():
 
 def test_filters_select_points_and_roofs():
     run = mixed_run()
-    _, s = plot_roofline([run], ops=["softmax"])
+    _, s = plot_roofline([as_run(run)], ops=["softmax"])
     assert s.n_points == 3 and s.roofs == ["fp32 simt"]
-    _, s = plot_roofline([run], dtypes=["float32"])
+    _, s = plot_roofline([as_run(run)], dtypes=["float32"])
     assert s.n_points == 1
-    _, s = plot_roofline([run], impls=["eager"])
+    _, s = plot_roofline([as_run(run)], impls=["eager"])
     assert s.n_points == 3 and not s.error_points
     with pytest.raises(UserError, match="ops present: gemm, softmax"):
-        plot_roofline([run], ops=["conv"])
+        plot_roofline([as_run(run)], ops=["conv"])
 
 
 def test_every_precision_present_gets_its_own_roof():
     recs = [make_record(dtype=d, compute_unit="tensor", peak_key=k) for d, k in
             (("float32", "tf32"), ("bfloat16", "bf16"), ("float8_e4m3fn", "fp8"))]
     recs.append(make_record(dtype="float32", impl="simt", compute_unit="simt", peak_key="fp32"))
-    fig, s = plot_roofline([make_run(recs)])
+    fig, s = plot_roofline([as_run(make_run(recs))])
     assert sorted(s.roofs) == ["bf16 tensor", "fp32 simt", "fp8 tensor", "tf32 tensor"]
     assert len(_lines(fig, "roof:")) == 5  # four compute roofs + memory
 
 
 def test_precisions_with_the_same_peak_share_one_labelled_roof():
     recs = [make_record(dtype="bfloat16", peak_key="bf16"), make_record(dtype="float16", peak_key="fp16")]
-    fig, s = plot_roofline([make_run(recs)])
+    fig, s = plot_roofline([as_run(make_run(recs))])
     assert s.roofs == ["bf16 tensor, fp16 tensor"]
     assert len(_lines(fig, "roof:")) == 2  # that roof + memory
 
@@ -105,7 +107,7 @@ def test_precisions_with_the_same_peak_share_one_labelled_roof():
 def test_measured_ceilings_are_dashed_next_to_datasheet_roofs():
     run = mixed_run()
     run["peaks"]["measured"] = {"memory_bandwidth": 4.28e12, "tensor": {"bf16": 680e12}, "simt": {"fp32": 51.3e12}}
-    fig, s = plot_roofline([run])
+    fig, s = plot_roofline([as_run(run)])
     styles = {ln.get_gid(): ln.get_linestyle() for ln in _lines(fig, "roof:")}
     assert styles["roof:bf16 tensor"] == "-" and styles["roof:bf16 tensor (measured)"] == "--"
     assert styles["roof:memory"] == "-" and styles["roof:memory (measured)"] == "--"
@@ -113,7 +115,7 @@ def test_measured_ceilings_are_dashed_next_to_datasheet_roofs():
 
     measured = mixed_run()
     measured["peaks"]["source"] = "measured"
-    fig, _ = plot_roofline([measured])
+    fig, _ = plot_roofline([as_run(measured)])
     assert {ln.get_linestyle() for ln in _lines(fig, "roof:")} == {"--"}
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "measured ceiling" in legend and "datasheet roof" not in legend
@@ -123,7 +125,7 @@ def test_runs_from_two_gpus_get_their_own_roofs():
     h100 = {**H200_PEAKS, "name": "NVIDIA H100 SXM", "memory_bandwidth": 3.35e12}
     a = make_run([make_record()])
     b = make_run([make_record(peaks=h100)], device="NVIDIA H100", peaks=h100)
-    fig, s = plot_roofline([a, b])
+    fig, s = plot_roofline([as_run(a), as_run(b)])
     assert s.n_points == 2
     assert sorted(s.roofs) == ["NVIDIA H100 SXM: bf16 tensor", "NVIDIA H200 SXM: bf16 tensor"]
     assert len(_lines(fig, "roof:memory")) == 2
@@ -131,7 +133,7 @@ def test_runs_from_two_gpus_get_their_own_roofs():
 
 
 def test_title_names_device_and_peak_source():
-    fig, _ = plot_roofline([mixed_run()])
+    fig, _ = plot_roofline([as_run(mixed_run())])
     title = fig.axes[0].get_title()
     assert "NVIDIA H200" in title and "datasheet" in title
 
@@ -139,7 +141,7 @@ def test_title_names_device_and_peak_source():
 def test_labels_do_not_pile_up():
     recs = [make_record(impl=f"impl{i}", samples=noisy_samples(2.5e-5 * (1 + i * 1e-3), 0.001, 10, i))
             for i in range(12)]
-    fig, s = plot_roofline([make_run(recs)])
+    fig, s = plot_roofline([as_run(make_run(recs))])
     assert s.n_points == 12
     assert 1 <= s.labels_drawn < 4  # twelve nearly coincident points: one or few labels, not twelve
     assert len(_annotations(fig, "label:")) == s.labels_drawn
@@ -147,14 +149,14 @@ def test_labels_do_not_pile_up():
 
 def test_records_without_positive_flops_are_skipped_and_reported():
     run = make_run([make_record(), make_record(impl="copy", flops=0.0)])
-    _, s = plot_roofline([run])
+    _, s = plot_roofline([as_run(run)])
     assert s.n_points == 1
     assert s.skipped and "copy" in s.skipped[0]
 
 
 def test_sol_bars_one_bar_per_ok_record_capped_and_invalid_marked():
     run = mixed_run()
-    fig, s = plot_sol_bars([run])
+    fig, s = plot_sol_bars([as_run(run)])
     assert s.ops == ["gemm", "softmax"] and len(fig.axes) == 2
     assert s.n_bars == 4
     assert s.invalid == ["softmax/M=4096,N=8192/bfloat16/cuda"]
@@ -173,14 +175,14 @@ def test_sol_bars_one_bar_per_ok_record_capped_and_invalid_marked():
 
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 def test_save_figure_by_suffix(tmp_path, suffix):
-    fig, _ = plot_sol_bars([mixed_run()], ops=["gemm"])
+    fig, _ = plot_sol_bars([as_run(mixed_run())], ops=["gemm"])
     path = save_figure(fig, tmp_path / f"chart{suffix}")
     head = path.read_bytes()[:8]
     assert {".png": b"\x89PNG", ".svg": b"<?xml", ".pdf": b"%PDF"}[suffix] in head
 
 
 def test_save_figure_rejects_unknown_suffix(tmp_path):
-    fig, _ = plot_sol_bars([mixed_run()], ops=["gemm"])
+    fig, _ = plot_sol_bars([as_run(mixed_run())], ops=["gemm"])
     with pytest.raises(UserError, match="unsupported image type"):
         save_figure(fig, tmp_path / "chart.jpg")
 

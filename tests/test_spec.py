@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from solbench import spec, worker
+from solbench import spec
+from solbench.job import Case
 from solbench.errors import UserError
 
 GOOD = {
@@ -51,8 +52,8 @@ def test_builtin_specs_all_load():
 def test_builtin_large_cases_move_at_least_4x_h200_l2():
     l2 = 62914560
     for s in spec.load_all().values():
-        env = worker.Case(s.op, s.cases[-1], s.dtypes[0]).env()
-        nbytes = s.bytes.evaluate(env) if s.bytes else worker.fused_bytes(s, s.dtypes[0], env)
+        env = Case(s.op, s.cases[-1], s.dtypes[0]).env()
+        nbytes = s.bytes_for(s.dtypes[0], env)
         assert nbytes >= 4 * l2, f"{s.op}: largest default case moves only {nbytes / 2**20:.0f} MiB"
 
 
@@ -116,9 +117,9 @@ def test_extra_spec_dirs_and_env(tmp_path, monkeypatch):
 
 def _counts(op: str, params: dict, dtype: str) -> tuple[float, float]:
     s = spec.load_all()[op]
-    case = worker.Case(op, params, dtype)
+    case = Case(op, params, dtype)
     env = case.env()
-    nbytes = s.bytes.evaluate(env) if s.bytes else worker.fused_bytes(s, dtype, env)
+    nbytes = s.bytes_for(dtype, env)
     return s.flops.evaluate(env), nbytes
 
 

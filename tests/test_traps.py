@@ -95,7 +95,8 @@ def test_degenerate_inputs_are_refused():
     import torch
 
     from solbench.spec import parse_spec
-    from solbench.worker import Case, make_inputs
+    from solbench.inputs import make_inputs
+    from solbench.job import Case
 
     raw = {"op": "c", "summary": "s", "cases": [{"M": 4, "N": 4}], "dtypes": ["float32"],
            "inputs": {"x": {"shape": ["M", "N"], "init": "randint", "low": 3, "high": 4}},

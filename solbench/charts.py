@@ -1,0 +1,100 @@
+"""What the charts share: record selection, colours and markers, titles, saving a figure.
+
+Every chart is drawn from results files only (roofline.py, solchart.py), never from a re-run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from matplotlib.figure import Figure
+
+from solbench.errors import UserError
+from solbench.results import Record, Run
+
+PLOTTED_STATUSES = ("ok", "invalid")
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+MARKERS = ("o", "s", "^", "D", "v", "P", "*", "h", "<", ">")
+ERROR_COLOR = "#d62728"
+DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
+               "float8_e4m3fn": "fp8", "float8_e5m2": "fp8e5", "int8": "i8"}
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _matches(value: Any, allowed: Sequence[str] | None) -> bool:
+    return not allowed or str(value) in allowed
+
+
+def select_records(
+    runs: Sequence[Run],
+    *,
+    ops: Sequence[str] | None = None,
+    dtypes: Sequence[str] | None = None,
+    impls: Sequence[str] | None = None,
+    statuses: Iterable[str] | None = PLOTTED_STATUSES,
+) -> list[tuple[Run, Record]]:
+    """(run, record) pairs passing the filters; an empty selection is a user error."""
+    wanted = set(statuses) if statuses is not None else None
+    out = [(run, rec) for run in runs for rec in run.records
+           if _matches(rec.op, ops) and _matches(rec.dtype, dtypes)
+           and _matches(rec.impl, impls) and (wanted is None or rec.status in wanted)]
+    if not out:
+        have = sorted({r.op for run in runs for r in run.records})
+        raise UserError(f"no records to plot after filters ops={list(ops or [])} dtypes={list(dtypes or [])} "
+                        f"impls={list(impls or [])}; ops present: {', '.join(have) or 'none'}")
+    return out
+
+
+def colors_for(names: Sequence[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+
+
+def markers_for(names: Sequence[str]) -> dict[str, str]:
+    return {n: MARKERS[i % len(MARKERS)] for i, n in enumerate(names)}
+
+
+def chart_title(runs: Sequence[Run], what: str) -> str:
+    devices = sorted({r.device for r in runs})
+    sources = sorted({str(r.peaks.get("source") or "unknown") for r in runs})
+    return f"{what}: {', '.join(devices)} (peaks: {', '.join(sources)})"
+
+
+# ---------------------------------------------------------------- files
+
+
+SOURCE_KEY = "solbench-runs"     # PNG text chunk naming the runs a chart was drawn from
+
+
+def save_figure(fig: Figure, output: str | Path, runs: Sequence[Run] = ()) -> Path:
+    """Save a chart; a PNG says which runs it shows (`chart_sources` reads it back), so a picture in the
+    docs can be checked against the run it claims to show."""
+    output = Path(output)
+    if output.suffix.lower() not in IMAGE_SUFFIXES:
+        raise UserError(f"unsupported image type {output.suffix or '(none)'!r}; use one of "
+                        f"{', '.join(IMAGE_SUFFIXES)}", file=output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {SOURCE_KEY: " ".join(r.run_id for r in runs)} if output.suffix.lower() == ".png" and runs else None
+    fig.savefig(output, dpi=130, metadata=metadata)
+    return output
+
+
+def chart_sources(png: str | Path) -> list[str]:
+    """The run ids a PNG chart saved by save_figure was drawn from ([] when it does not say)."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        return str(im.info.get(SOURCE_KEY, "")).split()
+
+
+def split_list(values: Sequence[str] | str | None) -> list[str] | None:
+    if values is None:
+        return None
+    items = [values] if isinstance(values, str) else list(values)
+    out = [v.strip() for item in items for v in item.split(",") if v.strip()]
+    return out or None

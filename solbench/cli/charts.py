@@ -1,0 +1,106 @@
+"""Commands that read results files only: roofline, plot, report, compare (never re-run anything)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from solbench.cli.app import app, out, user_errors
+
+
+
+plot_app = typer.Typer(no_args_is_help=True, help="Charts drawn from results files.")
+app.add_typer(plot_app, name="plot")
+
+
+# Filters shared by the chart commands.
+_ONLY_OPS = typer.Option(None, "--ops", help="Only these ops (comma-separated).")
+_ONLY_DTYPES = typer.Option(None, "--dtypes", help="Only these dtypes.")
+_ONLY_IMPLS = typer.Option(None, "--impls", help="Only these implementations.")
+
+
+def _print_chart_notes(error_points: list[str], skipped: list[str]) -> None:
+    for e in error_points:
+        out.print(f"[bold red]not a win[/] (SOL > 1 or invalid): {e}", highlight=False)
+    for s in skipped:
+        out.print(f"[yellow]not plotted[/]: {s}", highlight=False)
+
+
+@app.command("roofline")
+@user_errors
+def roofline_cmd(
+    results_files: List[Path] = typer.Argument(..., help="One or more results files."),
+    output: Path = typer.Option(Path("roofline.png"), "-o", "--output", help="Image file: .png, .svg or .pdf."),
+    ops: Optional[str] = _ONLY_OPS,
+    dtypes: Optional[str] = _ONLY_DTYPES,
+    impls: Optional[str] = _ONLY_IMPLS,
+) -> None:
+    """Roofline chart (FLOP/byte vs FLOP/s) with one roof per precision present."""
+    from solbench import roofline as rl
+
+    summary = rl.run_roofline(results_files, output, ops=ops, dtypes=dtypes, impls=impls)
+    out.print(f"roofline: {output} ({summary.n_points} points, roofs: {', '.join(summary.roofs)})")
+    _print_chart_notes(summary.error_points, summary.skipped)
+
+
+@plot_app.command("sol")
+@user_errors
+def plot_sol_cmd(
+    results_files: List[Path] = typer.Argument(..., help="One or more results files."),
+    output: Path = typer.Option(Path("sol.png"), "-o", "--output", help="Image file: .png, .svg or .pdf."),
+    ops: Optional[str] = _ONLY_OPS,
+    dtypes: Optional[str] = _ONLY_DTYPES,
+    impls: Optional[str] = _ONLY_IMPLS,
+) -> None:
+    """Per-op bars of SOL per implementation, baselines included."""
+    from solbench import solchart
+
+    summary = solchart.run_sol_plot(results_files, output, ops=ops, dtypes=dtypes, impls=impls)
+    out.print(f"sol chart: {output} ({summary.n_bars} bars over {len(summary.ops)} ops)")
+    _print_chart_notes([f"{n}: invalid" for n in summary.invalid], [f"{n}: failed" for n in summary.failed])
+
+
+@app.command("report")
+@user_errors
+def report_cmd(
+    results_file: Path = typer.Argument(..., help="A results file."),
+    output: Path = typer.Option(Path("report.md"), "-o", "--output", help="report.md (charts written next to it) "
+                                "or report.html (self-contained)."),
+    no_charts: bool = typer.Option(False, "--no-charts", help="Tables only."),
+) -> None:
+    """Markdown or HTML report: summary, per-op tables, environment, charts."""
+    from solbench import report as rep
+
+    path = rep.run_report(results_file, output, charts=not no_charts)
+    out.print(f"report: {path}")
+
+
+@app.command("compare")
+@user_errors
+def compare_cmd(
+    base: Path = typer.Argument(..., help="Results file to compare against (e.g. main's)."),
+    new: Path = typer.Argument(..., help="Results file of the change."),
+    metric: str = typer.Option("time", "--metric", help="time (same GPU) or sol (comparable across GPUs)."),
+    threshold: float = typer.Option(0.05, "--threshold", help="Smallest relative change that counts."),
+    alpha: float = typer.Option(0.01, "--alpha", help="Significance level of the Mann-Whitney U test."),
+    allow_cross_device: bool = typer.Option(False, "--allow-cross-device", help="Compare times across devices."),
+    allow_mixed_methods: bool = typer.Option(False, "--allow-mixed-methods",
+                                             help="Compare runs timed with different timers or scored against "
+                                                  "different peak sources."),
+    fail_on: str = typer.Option("slower", "--fail-on", help="Exit 1 on any of: slower, missing, failed."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a pull-request comment here."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the verdicts as JSON here."),
+    github_benchmark: Optional[Path] = typer.Option(None, "--github-benchmark",
+                                                    help="github-action-benchmark customSmallerIsBetter file."),
+    bencher: Optional[Path] = typer.Option(None, "--bencher", help="Bencher Metric Format file."),
+) -> None:
+    """Pair BASE and NEW records; verdict per pair from raw samples; exit 1 on regressions."""
+    from solbench import compare_render
+
+    code = compare_render.run_compare(base, new, metric=metric, threshold=threshold, alpha=alpha,
+                           allow_cross_device=allow_cross_device,
+                           allow_mixed_methods=allow_mixed_methods, fail_on=fail_on, markdown=markdown,
+                           json_path=json_out, github_benchmark=github_benchmark, bencher=bencher)
+    raise typer.Exit(code)

@@ -1,0 +1,191 @@
+"""`solbench run` and the commands that describe what it would run: list, show, env."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from solbench import console as ui
+from solbench import hardware, pipeline, plan, results
+from solbench import peaks as peaks_mod
+from solbench.cli.app import CUDA_TIMERS, csv_list, load_specs, app, err, out, parse_shape, user_errors
+from solbench.errors import UserError
+from solbench.measure import TimingConfig
+
+
+@app.command()
+@user_errors
+def run(
+    ops: str = typer.Option("all", "--ops", help="Comma-separated ops, or 'all'."),
+    dtypes: Optional[str] = typer.Option(None, "--dtypes", help="Only these dtypes, e.g. bfloat16,float32."),
+    shape: Optional[str] = typer.Option(None, "--shape", help="One case instead of the sweep, e.g. M=4096,N=8192."),
+    impls: Optional[str] = typer.Option(None, "--impls", help="Only these implementations (the reference baseline always runs)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline that speedups are measured against."),
+    quick: bool = typer.Option(False, "--quick", help="Only the first (small) case of each op."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    peaks: str = typer.Option("datasheet", "--peaks", help="datasheet, measured, at-clock (datasheet compute peak "
+                              "scaled by the SM clock NVML observed), or a peak-table YAML file."),
+    specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs (repeatable; also $SOLBENCH_SPECS)."),
+    out_dir: Path = typer.Option(pipeline.DEFAULT_RESULTS_DIR, "--out", help="Folder for the results file."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results file here."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write a flat CSV table here."),
+    rse: float = typer.Option(0.005, "--rse", help="Stop sampling when the median's relative standard error is below this."),
+    budget: float = typer.Option(1.0, "--budget", help="Seconds of sampling per implementation and case, at most."),
+    min_samples: int = typer.Option(10, "--min-samples", help="Fewest timed samples per measurement."),
+    timeout: float = typer.Option(900.0, "--timeout", help="Seconds one call (an implementation on one case) may "
+                                  "take before its worker is killed; the run goes on in a fresh worker."),
+    fail_fast: bool = typer.Option(False, "--fail-fast", help="Stop after the first failing op."),
+    no_isolate: bool = typer.Option(False, "--no-isolate", help="Run ops in this process (faster start, no crash isolation)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the random inputs."),
+    timer: str = typer.Option("events", "--timer", help="CUDA timer: " + ", ".join(CUDA_TIMERS) +
+                              " (events is the default); a CPU run always uses the wall clock."),
+) -> None:
+    """Check, time and score each op's implementations and baselines; write a results file."""
+    config = _run_config(ops, dtypes, shape, impls, baseline, quick, device, peaks, out_dir, rse, budget,
+                         min_samples, timeout, fail_fast, no_isolate, seed, timer)
+    specs = load_specs(specs_dirs)
+    with err.status("probing the device..."):
+        prepared = pipeline.prepare(config, specs)
+    _print_header(prepared.info, prepared.peaks, list(prepared.warnings))
+    if prepared.info.kind == "cpu" and timer != "events":
+        out.print(f"[yellow]--timer {timer} is a CUDA timer: this CPU run uses the wall clock[/]")
+    run_ = _execute(prepared)
+    paths = pipeline.write(run_, out_dir, json_path, csv_path)
+    for table in ui.op_tables(run_.records):
+        out.print(table)
+    for line in ui.summary_lines(run_.records):
+        out.print(line)
+    if prepared.info.kind == "cpu":
+        out.print("[bold yellow]No CUDA device: CUDA implementations were SKIPPED; PyTorch baselines ran on the "
+                  "CPU and are scored against this CPU's measured ceilings.[/]")
+    out.print("results: " + ", ".join(str(p) for p in paths))
+    if any(r.status in ("failed", "error") for r in run_.records):
+        raise typer.Exit(1)
+
+
+def _run_config(ops: str, dtypes: Optional[str], shape: Optional[str], impls: Optional[str],
+                baseline: Optional[str], quick: bool, device: str, peaks: str, out_dir: Path, rse: float,
+                budget: float, min_samples: int, timeout: float, fail_fast: bool, no_isolate: bool, seed: int,
+                timer: str) -> pipeline.RunConfig:
+    """The flags of `solbench run` as a pipeline request; every flag is checked here, by name."""
+    if rse <= 0:
+        raise UserError(f"must be positive, got {rse}", field="--rse")
+    if budget <= 0:
+        raise UserError(f"must be positive, got {budget}", field="--budget")
+    if min_samples < 1:
+        raise UserError(f"must be at least 1, got {min_samples}", field="--min-samples")
+    if timeout <= 0:
+        raise UserError(f"must be positive, got {timeout}", field="--timeout")
+    if timer not in CUDA_TIMERS:
+        raise UserError(f"unknown timer '{timer}' (use {', '.join(CUDA_TIMERS)})", field="--timer")
+    peaks_mod.check_mode(peaks)
+    selection = plan.Selection(ops=tuple(v.strip() for v in ops.split(",")), dtypes=_canonical_dtypes(csv_list(dtypes)),
+                               shape=parse_shape(shape), impls=csv_list(impls), baseline=baseline, quick=quick)
+    timing = TimingConfig(timer=timer, rse_target=rse, budget_s=budget, min_samples=min_samples,
+                          peaks_at_clock=peaks == "at-clock")
+    return pipeline.RunConfig(selection=selection, device=device, peaks=peaks, timing=timing, timeout_s=timeout,
+                              fail_fast=fail_fast, isolate=not no_isolate, seed=seed, cache_dir=out_dir / "cache")
+
+
+def _canonical_dtypes(names: Optional[tuple[str, ...]]) -> Optional[tuple[str, ...]]:
+    from solbench.dtypes import precision
+
+    if names is None:
+        return None
+    try:
+        return tuple(precision(n).name for n in names)
+    except UserError as exc:
+        raise UserError(exc.detail, field="--dtypes") from None
+
+
+def _execute(prepared: pipeline.Prepared) -> results.Run:
+    with ui.make_progress(err) as progress:
+        task = progress.add_task("measuring", total=prepared.total, last="")
+
+        def on_record(r: results.Record) -> None:
+            progress.update(task, advance=1, last=f"{r.op} {r.case} {r.dtype} {r.impl}: {r.status}")
+
+        command = " ".join(["solbench"] + [shlex.quote(a) for a in sys.argv[1:]])
+        return pipeline.execute(prepared, on_record, command)
+
+
+def _print_header(info: hardware.DeviceInfo, peaks: peaks_mod.Peaks, warnings: list[str]) -> None:
+    from rich.markup import escape
+
+    compute = {f"fp32 {peaks.simt['fp32'] / 1e12:,.1f}"} if "fp32" in peaks.simt else set()
+    compute |= {f"{k} {v / 1e12:,.1f}" for k, v in peaks.tensor.items() if k != "fp32"}
+    out.print(f"[bold]device[/] {escape(info.name)} ({info.kind})   [bold]peaks[/] {escape(peaks.name)} "
+              f"({peaks.source}): {peaks.memory_bandwidth / 1e9:,.0f} GB/s; TFLOP/s " + ", ".join(sorted(compute)))
+    for w in warnings:
+        out.print(f"[bold yellow]WARNING[/] {escape(w)}")
+
+
+@app.command("list")
+@user_errors
+def list_ops(specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs.")) -> None:
+    """Ops with their baselines and implementations; known GPUs."""
+    from rich.table import Table
+
+    table = Table(title="ops")
+    for col in ("op", "summary", "dtypes", "baselines", "impls", "cases"):
+        table.add_column(col)
+    for s in load_specs(specs_dirs).values():
+        table.add_row(s.op, s.summary, ", ".join(s.dtypes), ", ".join(c.name for c in s.baselines),
+                      ", ".join(c.name for c in s.impls) or "-", str(len(s.cases)))
+    out.print(table)
+    gpus = Table(title="known GPUs (specs/gpus)")
+    for col in ("table", "name", "SMs", "GB/s", "fp32", "tf32", "bf16", "fp8"):
+        gpus.add_column(col)
+    for t in peaks_mod.load_gpu_tables():
+        p = t.peaks()
+        tf = lambda d, k: f"{d[k] / 1e12:,.0f}" if k in d else "-"  # noqa: E731
+        gpus.add_row(t.key, t.name, str(t.sm_count), f"{p.memory_bandwidth / 1e9:,.0f}", tf(p.simt, "fp32"),
+                     tf(p.tensor, "tf32"), tf(p.tensor, "bf16"), tf(p.tensor, "fp8"))
+    out.print(gpus)
+
+
+@app.command()
+@user_errors
+def show(op: str = typer.Argument(..., help="Op name."),
+         specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs.")) -> None:
+    """One op's spec: sweep, formulas, tolerances, implementations."""
+    specs = load_specs(specs_dirs)
+    s = plan.select_ops(specs, [op])[0]
+    out.print(f"[bold]{s.op}[/]: {s.summary}\n  file: {s.path}")
+    out.print(f"  cases: {list(s.cases)}\n  cpu cases: {list(s.cpu_cases)}\n  dtypes: {', '.join(s.dtypes)}")
+    for t in s.inputs:
+        out.print(f"  input  {t.name}: shape [{', '.join(f.source for f in t.shape)}], init {t.init}, dtype {t.dtype or '(case dtype)'}")
+    for t in s.outputs:
+        out.print(f"  output {t.name}: shape [{', '.join(f.source for f in t.shape)}], dtype {t.dtype or '(case dtype)'}")
+    out.print(f"  flops: {s.flops.source}\n  bytes: {s.bytes.source if s.bytes else 'auto (each input read once, each output written once)'}")
+    out.print(f"  compute: {s.compute}")
+    out.print(f"  reference: {s.reference.fn} in {s.reference.dtype or 'float64'}")
+    for c in s.baselines:
+        out.print(f"  baseline {c.name}: {c.fn}{' (torch.compile)' if c.compile else ''} {c.kwargs or ''}")
+    for c in s.impls:
+        out.print(f"  impl {c.name}: {c.fn}{' [cuda]' if c.device else ''} {c.kwargs or ''}")
+    for d, t in s.tolerance.items():
+        out.print(f"  tolerance {d}: " + ", ".join(f"{k}={v:g}" for k, v in vars(t).items() if v is not None))
+
+
+@app.command()
+@user_errors
+def env(device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+        peaks: str = typer.Option("datasheet", "--peaks", help="datasheet, measured, or a peak-table YAML file."),
+        out_dir: Path = typer.Option(pipeline.DEFAULT_RESULTS_DIR, "--out", help="Where cached CPU ceilings live.")) -> None:
+    """Device, the peaks in use, torch/CUDA versions."""
+    from solbench.exec import make_executor
+    from solbench.job import ProbeJob
+
+    peaks_mod.check_mode(peaks)
+    probe = make_executor(True, 600.0).probe(ProbeJob(device, out_dir / "cache"))
+    peaks_used, warnings = peaks_mod.resolve(probe.info, peaks, out_dir / "cache", probe.cpu_peaks)
+    for key, value in pipeline.environment(probe.info).items():
+        out.print(f"  {key:>20}: {value}")
+    _print_header(probe.info, peaks_used, warnings)
+    if peaks_used.notes:
+        out.print(f"  peak source: {peaks_used.notes}")
