@@ -1,5 +1,7 @@
 """Build and load the solbench_kernels library (JIT, cached; or ahead of time).
 
+The build compiles every .cu / .cpp under csrc/ plus one file it generates from the op
+table (codegen.py: schemas, checked wrappers, registrations) into the build directory.
 Nothing here runs at import: torch is imported inside the functions, so importing
 kernels_ext stays cheap and never touches CUDA (CPU-only CI imports it).
 """
@@ -18,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-LIBRARY_NAMESPACE = "solbench_kernels"
-CSRC = Path(__file__).resolve().parent / "csrc"
+from kernels_ext.optable import CSRC, NAMESPACE, op_names
+
+LIBRARY_NAMESPACE = NAMESPACE
 _SOURCE_SUFFIXES = (".cu", ".cpp")
-_HASHED_SUFFIXES = (".cu", ".cpp", ".cuh", ".h")
+_HASHED_SUFFIXES = (".cu", ".cpp", ".cuh", ".h", ".yaml")
 _BUILD_OK = "BUILD_OK"  # written after a successful build; a half-built dir has none
 _CACHE_ENV = "SOLBENCH_KERNELS_CACHE"
 _PREBUILT_ENV = "SOLBENCH_KERNELS_LIB"
@@ -32,6 +35,11 @@ _ARCH_ENV = "TORCH_CUDA_ARCH_LIST"
 # (see csrc/activation/activation.cu), and keep accurate expf/erff elsewhere.
 CXX_FLAGS = ["-O3"]
 CUDA_FLAGS = ["-O3", "-lineinfo", "--expt-relaxed-constexpr"]
+# A launcher or custom impl the generated registrations call but no source defines (a
+# misspelt SK_MAP_OP, a signature that differs from the table's) fails the link, naming
+# the function, instead of failing to load on the GPU machine.
+LD_FLAGS = ["-Wl,--no-undefined"]
+GENERATED_DIR = "generated"
 
 Progress = Callable[[str], None]
 
@@ -48,15 +56,45 @@ class BuildPlan:
     arch_flags: tuple[str, ...]
     cuda_flags: tuple[str, ...]
     cxx_flags: tuple[str, ...]
+    generated_code: str = ""  # the C++ the op table generates (codegen.generate)
 
     @property
     def library(self) -> Path:
         return self.directory / f"{self.name}.so"
 
+    @property
+    def generated_source(self) -> Path:
+        from kernels_ext.codegen import GENERATED_NAME
+
+        return self.directory / GENERATED_DIR / GENERATED_NAME
+
 
 def kernel_sources() -> list[Path]:
-    """Every translation unit: kernel .cu files and binding .cpp files."""
+    """Every hand-written translation unit: kernel .cu files and binding .cpp files (the
+    build adds the generated registrations)."""
     return sorted(p for p in CSRC.rglob("*") if p.suffix in _SOURCE_SUFFIXES)
+
+
+def generated_code() -> str:
+    """The C++ the op table generates (schemas, checked wrappers, registrations)."""
+    from kernels_ext.codegen import generate
+    from kernels_ext.optable import load_table
+
+    return generate(load_table())
+
+
+def object_clashes(sources: list[Path]) -> list[tuple[Path, Path]]:
+    """Pairs of sources that torch.utils.cpp_extension would compile to the same object
+    file (it names objects by file name: x.cu -> x.cuda.o, x.cpp -> x.o, whatever the
+    folder), which would break the build."""
+    seen: dict[tuple[str, str], Path] = {}
+    clashes = []
+    for src in sources:
+        key = (src.stem, src.suffix)
+        if key in seen:
+            clashes.append((seen[key], src))
+        seen.setdefault(key, src)
+    return clashes
 
 
 def _sources_digest() -> str:
@@ -135,10 +173,20 @@ def make_plan(root: Path | None = None) -> BuildPlan:
     target architectures and the torch/CUDA versions, so any change rebuilds."""
     import torch
 
+    from kernels_ext.codegen import GENERATED_NAME
+
+    sources = [*kernel_sources(), CSRC / GENERATED_DIR / GENERATED_NAME]
+    for first, second in object_clashes(sources):
+        raise KernelBuildError(
+            f"kernels_ext: {first.relative_to(CSRC.parent)} and {second.relative_to(CSRC.parent)} "
+            "would build the same object file (the extension build names objects by file "
+            "name): rename one")
     archs = tuple(arch_flags())
+    generated = generated_code()
     key_text = "\n".join(
         [
             _sources_digest(),
+            hashlib.sha256(generated.encode()).hexdigest(),
             " ".join(CXX_FLAGS),
             " ".join(CUDA_FLAGS),
             " ".join(archs),
@@ -156,15 +204,19 @@ def make_plan(root: Path | None = None) -> BuildPlan:
         arch_flags=archs,
         cuda_flags=tuple(CUDA_FLAGS),
         cxx_flags=tuple(CXX_FLAGS),
+        generated_code=generated,
     )
 
 
-def _failed_file(log: str) -> str | None:
+def _failed_file(log: str, plan: BuildPlan | None = None) -> str | None:
     """The source behind ninja's first 'FAILED: x.cuda.o' line, if any."""
     m = re.search(r"^FAILED: (\S+)", log, re.MULTILINE)
     if m is None:
         return None
     target = Path(m.group(1)).name
+    generated = Path(plan.generated_source) if plan is not None else None
+    if generated is not None and target.startswith(generated.stem + "."):
+        return f"{generated} (generated from the op table)"
     for src in kernel_sources():
         if target.startswith(src.stem + ".") or target.startswith(src.stem + "_"):
             return str(src.relative_to(CSRC.parent))
@@ -172,13 +224,14 @@ def _failed_file(log: str) -> str | None:
 
 
 def _compiler_errors(log: str, limit: int = 30) -> str:
-    lines = [ln for ln in log.splitlines() if re.search(r"error|undefined reference", ln, re.I)]
+    lines = [ln for ln in log.splitlines()
+             if re.search(r"error|undefined reference|undefined symbol", ln, re.I)]
     return "\n".join(lines[:limit]) if lines else log[-4000:]
 
 
 def _explain_build_failure(err: RuntimeError, plan: BuildPlan) -> KernelBuildError:
     log = str(err)
-    where = _failed_file(log)
+    where = _failed_file(log, plan)
     head = f"kernels_ext: building {plan.name} failed"
     if where:
         head += f" in {where}"
@@ -191,6 +244,8 @@ def _compile(plan: BuildPlan, verbose: bool) -> None:
     from torch.utils import cpp_extension
 
     plan.directory.mkdir(parents=True, exist_ok=True)
+    plan.generated_source.parent.mkdir(parents=True, exist_ok=True)
+    plan.generated_source.write_text(plan.generated_code)
     # cpp_extension reads MAX_JOBS for ninja's parallelism; set it only for this call.
     previous = os.environ.get("MAX_JOBS")
     if previous is None:
@@ -198,9 +253,11 @@ def _compile(plan: BuildPlan, verbose: bool) -> None:
     try:
         cpp_extension.load(
             name=plan.name,
-            sources=[str(s) for s in plan.sources],
+            sources=[str(s) for s in plan.sources] + [str(plan.generated_source)],
             extra_cflags=list(plan.cxx_flags),
             extra_cuda_cflags=list(plan.cuda_flags) + list(plan.arch_flags),
+            extra_ldflags=list(LD_FLAGS),
+            extra_include_paths=[str(CSRC)],
             build_directory=str(plan.directory),
             verbose=verbose,
             with_cuda=True,
@@ -214,9 +271,11 @@ def _compile(plan: BuildPlan, verbose: bool) -> None:
 
 
 def _ops_registered() -> bool:
+    """Some solbench_kernels library is loaded (ensure_loaded checks it has every op)."""
     import torch
 
-    return hasattr(torch.ops.solbench_kernels, "softmax")
+    namespace = getattr(torch.ops, LIBRARY_NAMESPACE)
+    return any(hasattr(namespace, name) for name in op_names())
 
 
 def build(verbose: bool = False, progress: Progress | None = None) -> Path:
@@ -252,8 +311,24 @@ def ensure_loaded() -> None:
             torch.ops.load_library(prebuilt)
         else:
             build()
+    missing = missing_ops()
+    if missing:
+        # A JIT build always matches the table (the table is in its cache key); a library
+        # loaded by the caller or named by $SOLBENCH_KERNELS_LIB may not.
+        raise KernelBuildError(
+            f"kernels_ext: the loaded {LIBRARY_NAMESPACE} library has no {', '.join(missing)}: "
+            "it was built from another op table. Rebuild it (kernels_ext.build() or "
+            f"python -m kernels_ext.build) or point {_PREBUILT_ENV} at a current build.")
     # Fake impls for torch.compile; registering them needs the ops to exist.
     import kernels_ext._fake  # noqa: F401
+
+
+def missing_ops() -> list[str]:
+    """Table ops the loaded library does not define."""
+    import torch
+
+    namespace = getattr(torch.ops, LIBRARY_NAMESPACE)
+    return [name for name in op_names() if not hasattr(namespace, name)]
 
 
 def main(argv: list[str] | None = None) -> int:

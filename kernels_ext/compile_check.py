@@ -4,7 +4,9 @@ machine's nvcc (no GPU, no PyTorch needed) for sm_80 and sm_90a, in parallel.
 Prints one line per file (time, registers, spills) and exits non-zero if any file
 fails or any kernel spills registers to local memory. Exits 0 with
 "nvcc not found: compile check skipped" where there is no nvcc.
-Binding files need PyTorch's CUDA headers; --bindings also syntax-checks them.
+Binding files need PyTorch's headers: --bindings also compiles them and the
+registrations generated from the op table, then checks with nm that every launcher and
+custom impl the table names is defined by some source.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-CSRC = Path(__file__).resolve().parent / "csrc"
+from kernels_ext.optable import CSRC
+
 ARCHS = ("-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a")
 # The defines torch.utils.cpp_extension gives nvcc: kernels must build under them.
 TORCH_NVCC_DEFINES = (
@@ -66,8 +69,18 @@ def summarize_ptxas(log: str) -> tuple[int, int]:
     return (max(regs) if regs else 0, spills)
 
 
+def object_path(src: Path, out_dir: Path) -> Path:
+    """A unique object name per source (two families may both have a params.cu)."""
+    try:
+        rel = src.relative_to(CSRC).as_posix()
+    except ValueError:
+        rel = src.name
+    return out_dir / "obj" / (rel.replace("/", "__") + ".o")
+
+
 def compile_one(nvcc: str, src: Path, out_dir: Path) -> CheckResult:
-    obj = out_dir / (src.stem + ".o")
+    obj = object_path(src, out_dir)
+    obj.parent.mkdir(parents=True, exist_ok=True)
     cmd = [nvcc, *NVCC_FLAGS, *ARCHS, "-c", str(src), "-o", str(obj)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -81,43 +94,124 @@ def compile_one(nvcc: str, src: Path, out_dir: Path) -> CheckResult:
     return CheckResult(src, True, seconds, regs, spills, "")
 
 
-def check_bindings(out_dir: Path) -> list[CheckResult]:
-    """Syntax-check binding files against the installed torch headers (host compiler)."""
-    try:
-        from torch.utils.cpp_extension import include_paths
-    except ImportError:
-        return []
-    cxx = shutil.which("c++") or shutil.which("g++")
+def cuda_include_dir() -> Path | None:
+    """The CUDA headers next to nvcc (or under $CUDA_HOME, /usr/local/cuda)."""
     nvcc = find_nvcc()
-    if cxx is None or nvcc is None:
-        return []
+    if nvcc is None:
+        return None
     candidates = [Path(nvcc).resolve().parent.parent / "include", Path("/usr/local/cuda/include")]
     if os.environ.get("CUDA_HOME"):
         candidates.insert(0, Path(os.environ["CUDA_HOME"]) / "include")
-    cuda_include = next((c for c in candidates if (c / "cuda_runtime_api.h").exists()), None)
-    if cuda_include is None:
-        return []
+    return next((c for c in candidates if (c / "cuda_runtime_api.h").exists()), None)
+
+
+def host_command(out_dir: Path) -> list[str] | None:
+    """The host compiler command for binding files against the installed torch headers,
+    or None where torch, a C++ compiler or the CUDA headers are missing."""
+    try:
+        from torch.utils.cpp_extension import include_paths
+    except ImportError:
+        return None
+    cxx = shutil.which("c++") or shutil.which("g++")
+    cuda_include = cuda_include_dir()
+    if cxx is None or cuda_include is None:
+        return None
     # CPU builds of torch ship c10/cuda headers without this generated one.
     stub = out_dir / "stub" / "c10" / "cuda" / "impl"
     stub.mkdir(parents=True, exist_ok=True)
     (stub / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
-    results = []
-    for src in sorted((CSRC / "bindings").glob("*.cpp")):
-        cmd = [cxx, "-std=c++20", "-fsyntax-only", f"-I{out_dir / 'stub'}",
-               *(f"-I{p}" for p in include_paths()), f"-I{cuda_include}", str(src)]
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        log = "\n".join(ln for ln in (proc.stdout + proc.stderr).splitlines() if "error" in ln)
-        results.append(CheckResult(src, proc.returncode == 0, time.perf_counter() - start, 0, 0,
-                                   log))
+    return [cxx, "-std=c++20", "-O0", "-fPIC", "-Wall", "-Wno-unused-function",
+            f"-I{out_dir / 'stub'}", *(f"-I{p}" for p in include_paths()), f"-I{cuda_include}",
+            f"-I{CSRC}"]
+
+
+def binding_sources(out_dir: Path) -> list[Path]:
+    """The binding .cpp files and the registrations generated from the op table (written
+    into out_dir, as the build writes them into its build directory)."""
+    from kernels_ext.codegen import GENERATED_NAME, generate
+    from kernels_ext.optable import load_table
+
+    generated = out_dir / "generated" / GENERATED_NAME
+    generated.parent.mkdir(parents=True, exist_ok=True)
+    generated.write_text(generate(load_table()))
+    return [*sorted((CSRC / "bindings").glob("*.cpp")), generated]
+
+
+def compile_binding(command: list[str], src: Path, out_dir: Path) -> CheckResult:
+    obj = object_path(src, out_dir)
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    proc = subprocess.run([*command, "-c", str(src), "-o", str(obj)], capture_output=True,
+                          text=True)
+    log = "\n".join(ln for ln in (proc.stdout + proc.stderr).splitlines()
+                    if "error" in ln or "warning" in ln)
+    return CheckResult(src, proc.returncode == 0, time.perf_counter() - start, 0, 0, log)
+
+
+def _symbols(obj: Path, undefined: bool) -> set[str]:
+    flag = "--undefined-only" if undefined else "--defined-only"
+    out = subprocess.run(["nm", flag, str(obj)], capture_output=True, text=True).stdout
+    return {ln.split()[-1] for ln in out.splitlines() if ln.split()}
+
+
+def _demangle(names: list[str]) -> list[str]:
+    filt = shutil.which("c++filt")
+    if filt is None:
+        return names
+    out = subprocess.run([filt], input="\n".join(names), capture_output=True, text=True).stdout
+    return out.splitlines() or names
+
+
+def missing_symbols(objects: list[Path]) -> list[str]:
+    """Functions of namespace sk that an object calls and no object defines: a launcher
+    or custom impl the op table names that no source implements (or implements with
+    another signature): the library would fail to link."""
+    defined: set[str] = set()
+    wanted: dict[str, Path] = {}
+    for obj in objects:
+        defined |= _symbols(obj, undefined=False)
+        for sym in _symbols(obj, undefined=True):
+            wanted.setdefault(sym, obj)
+    missing = sorted(sym for sym in wanted if sym not in defined and sym.startswith("_ZN2sk"))
+    return [f"{name}  (needed by {wanted[sym].name.removesuffix('.o').replace('__', '/')})"
+            for sym, name in zip(missing, _demangle(missing), strict=False)]
+
+
+def check_bindings(out_dir: Path, jobs: int, kernels_ok: bool) -> list[CheckResult]:
+    """Compile the binding files and the generated registrations against the torch
+    headers, then check that every sk:: function they call is defined somewhere."""
+    command = host_command(out_dir)
+    if command is None or shutil.which("nm") is None:
+        return []
+    sources = binding_sources(out_dir)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(lambda src: compile_binding(command, src, out_dir), sources))
+    if not kernels_ok or not all(r.ok for r in results):
+        return results
+    start = time.perf_counter()
+    missing = missing_symbols(sorted((out_dir / "obj").glob("*.o")))
+    message = ("undefined (define them with SK_MAP_OP / in namespace sk::ops or sk::impl, "
+               "with the signature in README.md):\n" + "\n".join(missing)) if missing else ""
+    results.append(CheckResult(out_dir / "link", not missing, time.perf_counter() - start, 0, 0,
+                               message))
     return results
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(CSRC.parent))
+    except ValueError:
+        return {"link": "link check (every called sk:: function is defined)"}.get(
+            path.name, f"{path.name} (generated from the op table)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernels_ext.compile_check")
-    parser.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel compiler processes")
     parser.add_argument("--bindings", action="store_true",
-                        help="also syntax-check the binding .cpp files (needs torch headers)")
+                        help="also compile the binding .cpp files and the registrations "
+                             "generated from the op table (needs torch headers), and check "
+                             "that every launcher they call is defined")
     args = parser.parse_args(argv)
 
     nvcc = find_nvcc()
@@ -131,16 +225,15 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             results = list(pool.map(lambda src: compile_one(nvcc, src, out_dir), files))
         if args.bindings:
-            results += check_bindings(out_dir)
+            results += check_bindings(out_dir, args.jobs, all(r.ok for r in results))
         for r in results:
-            rel = r.path.relative_to(CSRC.parent)
             bad = (not r.ok) or r.spilling_kernels > 0
             failures += bad
             status = "FAIL" if bad else "ok  "
             detail = f"{r.seconds:5.1f} s"
             if r.max_registers:
                 detail += f", max {r.max_registers} registers, {r.spilling_kernels} spilling"
-            print(f"{status} {rel} ({detail})")
+            print(f"{status} {_display(r.path)} ({detail})")
             if r.message:
                 print("\n".join("     " + ln for ln in r.message.splitlines()[:40]))
     print(f"{len(results) - failures}/{len(results)} compiled cleanly "

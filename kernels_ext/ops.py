@@ -1,86 +1,36 @@
-"""Python wrappers of the solbench_kernels ops.
+"""Python wrappers of the solbench_kernels ops, one per op table entry.
 
-Each wrapper checks its inputs first (type, dtype, shape, layout, device), so a
-mistake is reported with the op's name before anything is built, then loads the
-library (building it on first use) and calls torch.ops.solbench_kernels.<op>.
+Each wrapper has the entry's signature and doc string, runs the entry's checks (type,
+dtype, shape, layout, device: checks.py, the same plan the compiled op runs) so a mistake
+is reported with the op's name before anything is built, then loads the library
+(building it on first use) and calls torch.ops.solbench_kernels.<op>.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from kernels_ext import _build
-
-SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_DTYPE_NAMES = "float32, bfloat16, float16"
-_GELU_MODES = ("none", "tanh")
+from kernels_ext import _build, checks
+from kernels_ext.optable import NAMESPACE, NO_DEFAULT, OpDef, ScalarArg, TensorArg, load_table
 
 
 class KernelArchError(RuntimeError):
     """The loaded library has no code for this GPU's architecture."""
 
 
-def _fail(exc: type[Exception], op: str, message: str) -> Exception:
-    return exc(f"kernels_ext.{op}: {message}")
-
-
-def _check(op: str, tensors: dict[str, object], *, same_shape: bool = True,
-           row_params: dict[str, object] | None = None, min_dim: int = 0) -> None:
-    """Validate inputs in the order type, dtype, shape, layout, device.
-
-    The first tensor is the reference; `same_shape` makes the others match its shape;
-    `row_params` (weight, bias) must be 1-D with the length of its last dimension.
-    Device is checked last so the other checks also work on CPU tensors.
-    """
-    everything = {**tensors, **(row_params or {})}
-    for name, t in everything.items():
-        if not isinstance(t, torch.Tensor):
-            raise _fail(TypeError, op, f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    ref_name, ref = next(iter(tensors.items()))
-    for name, t in everything.items():
-        if t.dtype not in SUPPORTED_DTYPES:
-            raise _fail(TypeError, op, f"{name} has dtype {t.dtype}; supported: {_DTYPE_NAMES}")
-        if t.dtype != ref.dtype:
-            raise _fail(TypeError, op,
-                        f"{name} has dtype {t.dtype} but {ref_name} has {ref.dtype}")
-    if ref.dim() < min_dim:
-        raise _fail(ValueError, op,
-                    f"{ref_name} must have at least {min_dim} dimension(s) (the last one is "
-                    f"the row), got shape {tuple(ref.shape)}")
-    if same_shape:
-        for name, t in tensors.items():
-            if t.shape != ref.shape:
-                raise _fail(ValueError, op, f"{name} has shape {tuple(t.shape)} but "
-                                            f"{ref_name} has shape {tuple(ref.shape)}")
-    for name, p in (row_params or {}).items():
-        if p.dim() != 1 or p.shape[0] != ref.shape[-1]:
-            raise _fail(ValueError, op, f"{name} must have shape ({ref.shape[-1]},) (the last "
-                                        f"dim of {ref_name}), got {tuple(p.shape)}")
-    for name, t in everything.items():
-        if not t.is_contiguous():
-            raise _fail(ValueError, op, f"{name} must be contiguous (call .contiguous() first)")
-    for name, t in everything.items():
-        if t.device.type != "cuda":
-            raise _fail(ValueError, op, f"{name} is on {t.device}; kernels_ext ops need CUDA "
-                                        "tensors")
-        if t.device != ref.device:
-            raise _fail(ValueError, op, f"{name} is on {t.device} but {ref_name} is on "
-                                        f"{ref.device}")
-
-
 # Dynamo must not trace the loader (it may run a compiler); it runs eagerly instead.
 _ensure_loaded: Callable[[], None] = torch.compiler.disable(_build.ensure_loaded)
 
 
-def _call(op: str, *args):
+def _call(op: str, *args: Any) -> Any:
     if torch.compiler.is_compiling():
-        return getattr(torch.ops.solbench_kernels, op)(*args)
+        return getattr(getattr(torch.ops, NAMESPACE), op)(*args)
     _ensure_loaded()
     try:
-        return getattr(torch.ops.solbench_kernels, op)(*args)
+        return getattr(getattr(torch.ops, NAMESPACE), op)(*args)
     except RuntimeError as err:
         if "no kernel image" not in str(err):
             raise
@@ -93,98 +43,74 @@ def _call(op: str, *args):
         ) from err
 
 
-def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a + b (same shape and dtype), computed in fp32, rounded once."""
-    _check("add", {"a": a, "b": b})
-    return _call("add", a, b)
+def describe(op: OpDef) -> str:
+    """The wrapper's doc string: the entry's doc, then its arguments and outputs."""
+    lines = [op.doc, "", "Args:"]
+    for a in op.args:
+        if isinstance(a, TensorArg):
+            what = f"Tensor{'?' if a.optional else ''} {a.shape.text}, "
+            what += ("dtype of " + a.dtype_of) if a.dtype_of else " | ".join(a.dtypes or ())
+            what += ", contiguous" if a.contiguous else ""
+            what += ", written in place" if a.mutable else ""
+        else:
+            what = a.schema_type
+            if a.choices and a.type == "ScalarType":
+                what += " in {" + ", ".join(a.choices) + "}"
+            elif a.choices:
+                what += " in {" + ", ".join(repr(c) for c in a.choices) + "}"
+            if a.default is not NO_DEFAULT:
+                what += f", default {a.default!r}"
+        lines.append(f"    {a.name}: {what}" + (f". {a.doc}" if a.doc else ""))
+    lines += ["", "Returns:"]
+    for o in op.outputs or ():
+        rule = f"like {o.like}" if o.like else f"{o.shape.text if o.shape else ''}, {o.dtype}"
+        lines.append(f"    {o.name}: Tensor {rule}")
+    if not op.outputs:
+        lines.append("    None (the tensors marked 'written in place' hold the result)")
+    lines += ["", f"All tensors on one CUDA device. Also torch.ops.{NAMESPACE}.{op.name}."]
+    return "\n".join(lines)
 
 
-def mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a * b (same shape and dtype), computed in fp32, rounded once."""
-    _check("mul", {"a": a, "b": b})
-    return _call("mul", a, b)
+def _converter(a: ScalarArg | TensorArg) -> Callable[[Any], Any] | None:
+    # The schema's float takes a Python float; an int passed for it is converted here.
+    if isinstance(a, ScalarArg) and a.type == "float":
+        return lambda v: v if v is None else float(v)
+    return None
 
 
-def relu(x: torch.Tensor) -> torch.Tensor:
-    _check("relu", {"x": x})
-    return _call("relu", x)
+def make_wrapper(op: OpDef) -> Callable[..., Any]:
+    validate = checks.python_validator(op)
+    converters = [_converter(a) for a in op.args]
+    needs_conversion = any(converters)
+    name = op.name
+
+    def run(args: tuple[Any, ...]) -> Any:
+        validate(args)
+        if needs_conversion:
+            args = tuple(c(v) if c else v for c, v in zip(converters, args, strict=True))
+        return _call(name, *args)
+
+    # A real signature (help(), inspect, editors, positional calls at full speed): the
+    # def line is generated from the entry; the body only forwards the arguments.
+    params, defaults = [], {}
+    for a in op.args:
+        default = None if isinstance(a, TensorArg) and a.optional else getattr(
+            a, "default", NO_DEFAULT)
+        if default is NO_DEFAULT:
+            params.append(a.name)
+        else:
+            defaults[f"_default_{a.name}"] = default
+            params.append(f"{a.name}=_default_{a.name}")
+    arg_tuple = ", ".join(a.name for a in op.args) + ","
+    source = f"def {name}({', '.join(params)}):\n    return _run(({arg_tuple}))\n"
+    namespace: dict[str, Any] = {"_run": run, **defaults}
+    exec(compile(source, f"<kernels_ext wrapper {name}>", "exec"), namespace)
+    fn = namespace[name]
+    fn.__doc__ = describe(op)
+    fn.__module__ = __name__
+    fn.__qualname__ = name
+    return fn
 
 
-def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
-    """GELU, exact (erf) or approximate="tanh", like torch.nn.functional.gelu."""
-    if approximate not in _GELU_MODES:
-        raise _fail(ValueError, "gelu", f"approximate must be 'none' or 'tanh', got "
-                                        f"{approximate!r}")
-    _check("gelu", {"x": x})
-    return _call("gelu", x, approximate)
-
-
-def silu(x: torch.Tensor) -> torch.Tensor:
-    _check("silu", {"x": x})
-    return _call("silu", x)
-
-
-def sigmoid(x: torch.Tensor) -> torch.Tensor:
-    _check("sigmoid", {"x": x})
-    return _call("sigmoid", x)
-
-
-def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """silu(a) * b."""
-    _check("swiglu", {"a": a, "b": b})
-    return _call("swiglu", a, b)
-
-
-def row_sum(x: torch.Tensor) -> torch.Tensor:
-    """Sum over the last dim -> shape x.shape[:-1], dtype of x, fp32 accumulation."""
-    _check("row_sum", {"x": x}, min_dim=1)
-    return _call("row_sum", x)
-
-
-def row_max(x: torch.Tensor) -> torch.Tensor:
-    """Max over the last dim -> shape x.shape[:-1]; NaN propagates."""
-    _check("row_max", {"x": x}, min_dim=1)
-    if x.shape[-1] == 0 and math.prod(x.shape[:-1]) > 0:
-        raise _fail(ValueError, "row_max", "cannot take the max of empty rows")
-    return _call("row_max", x)
-
-
-def sum_all(x: torch.Tensor) -> torch.Tensor:
-    """Sum of every element -> 0-dim tensor of x's dtype, fp32 accumulation."""
-    _check("sum_all", {"x": x})
-    return _call("sum_all", x)
-
-
-def max_all(x: torch.Tensor) -> torch.Tensor:
-    """Max of every element -> 0-dim tensor; NaN propagates."""
-    _check("max_all", {"x": x})
-    if x.numel() == 0:
-        raise _fail(ValueError, "max_all", "cannot take the max of an empty tensor")
-    return _call("max_all", x)
-
-
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim, fp32 math."""
-    _check("softmax", {"x": x}, min_dim=1)
-    return _call("softmax", x)
-
-
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """x * rsqrt(mean(x^2, -1) + eps) * weight."""
-    _check("rmsnorm", {"x": x}, row_params={"weight": weight}, min_dim=1)
-    return _call("rmsnorm", x, weight, float(eps))
-
-
-def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rmsnorm(x + residual) * weight, x + residual) in one pass."""
-    _check("add_rmsnorm", {"x": x, "residual": residual}, row_params={"weight": weight},
-           min_dim=1)
-    return _call("add_rmsnorm", x, residual, weight, float(eps))
-
-
-def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-              eps: float = 1e-5) -> torch.Tensor:
-    """(x - mean) * rsqrt(var + eps) * weight + bias over the last dim (biased var)."""
-    _check("layernorm", {"x": x}, row_params={"weight": weight, "bias": bias}, min_dim=1)
-    return _call("layernorm", x, weight, bias, float(eps))
+globals().update({op.name: make_wrapper(op) for op in load_table()})
+__all__ = ["KernelArchError", "describe", "make_wrapper", *(op.name for op in load_table())]

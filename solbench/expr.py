@@ -63,12 +63,14 @@ def parse(source: str | int | float) -> Formula:
     except SyntaxError as exc:
         raise FormulaError(f"cannot parse '{text}': {exc.msg}") from None
     names: set[str] = set()
+    # A called function's own name (min, max, ...) is not a parameter the formula reads.
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
-        _check_node(node, text, names)
+        _check_node(node, text, names, id(node) in callees)
     return Formula(text, tree, frozenset(names))
 
 
-def _check_node(node: ast.AST, text: str, names: set[str]) -> None:
+def _check_node(node: ast.AST, text: str, names: set[str], callee: bool = False) -> None:
     allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Constant, ast.Name,
                ast.Call, ast.Load, *_BINARY)
     if not isinstance(node, allowed):
@@ -86,7 +88,8 @@ def _check_node(node: ast.AST, text: str, names: set[str]) -> None:
     elif isinstance(node, ast.Name):
         if node.id.startswith("_"):
             raise FormulaError(f"name '{node.id}' is not allowed")
-        names.add(node.id)
+        if not callee:
+            names.add(node.id)
 
 
 def _token(node: ast.AST, text: str) -> str:

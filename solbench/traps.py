@@ -45,7 +45,11 @@ class BoundCall:
         return tuple(t.clone() for t in s) if self.spec.inplace else s
 
     def run_checked(self, s: tuple, ref: Any) -> check.CheckResult:
-        out = self.fn(*self.args(s), **self.kwargs)
+        args = self.args(s)
+        out = self.fn(*args, **self.kwargs)
+        if out is None and self.spec.inplace:
+            # PyTorch's convention for a mutating op: it returns nothing, its outputs are its first inputs
+            out = args[:len(self.spec.outputs)] if len(self.spec.outputs) > 1 else args[0]
         sync(self.device)  # work on any stream is finished before the output is read
         return self.verdict(out, ref)
 

@@ -66,3 +66,9 @@ def test_evaluation_errors_name_the_problem():
 def test_numbers_pass_through():
     assert expr.parse(0).evaluate({}) == 0
     assert expr.parse(1.5).evaluate({}) == 1.5
+
+
+def test_function_names_are_not_parameters():
+    f = expr.parse("4 * min(SQ, SK) * max(D, 64)")
+    assert f.names == {"SQ", "SK", "D"}
+    assert f.evaluate({"SQ": 3, "SK": 5, "D": 32}) == 4 * 3 * 64

@@ -52,6 +52,8 @@ def test_builtin_specs_all_load():
 def test_builtin_large_cases_move_at_least_4x_h200_l2():
     l2 = 62914560
     for s in spec.load_all().values():
+        if s.notes.startswith("latency-bound"):
+            continue   # e.g. NMS: its work is a dependent scan over a few thousand boxes, not bytes
         env = Case(s.op, s.cases[-1], s.dtypes[0]).env()
         nbytes = s.bytes_for(s.dtypes[0], env)
         assert nbytes >= 4 * l2, f"{s.op}: largest default case moves only {nbytes / 2**20:.0f} MiB"
@@ -134,17 +136,21 @@ def test_gemm_counts_by_hand():
 
 
 def test_attention_counts_by_hand():
-    p = {"B": 4, "H": 32, "S": 4096, "D": 128, "causal": False}
+    p = {"B": 4, "H": 32, "HKV": 32, "SQ": 4096, "SK": 4096, "D": 128, "causal": False}
     flops, nbytes = _counts("attention", p, "bfloat16")
     assert flops == 4 * 4 * 32 * 4096 * 4096 * 128
     assert nbytes == 4 * (4 * 32 * 4096 * 128) * 2
     causal_flops, _ = _counts("attention", {**p, "causal": True}, "bfloat16")
-    assert causal_flops == flops / 2
+    assert causal_flops == 4 * 4 * 32 * 128 * (4096 * 4097 // 2)   # exactly the unmasked pairs
+    # bottom-right causal with SQ < SK: query i sees SK - SQ + i + 1 keys
+    q = {**p, "SQ": 3, "SK": 5, "causal": True}
+    small, _ = _counts("attention", q, "bfloat16")
+    assert small == 4 * 4 * 32 * 128 * (3 + 4 + 5)
 
 
 def test_cross_entropy_bytes_use_each_tensors_dtype():
     _, nbytes = _counts("cross_entropy", {"N": 16, "V": 100}, "bfloat16")
-    assert nbytes == 16 * 100 * 2 + 16 * 8 + 1 * 2
+    assert nbytes == 16 * 100 * 2 + 16 * 8 + 4      # the loss is written in fp32
 
 
 def test_specs_are_found_in_a_checkout_or_an_installed_prefix(tmp_path):

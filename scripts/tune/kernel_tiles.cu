@@ -1,7 +1,7 @@
 // Tuning bench for the kernel library's launch choices, on the GPU present.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr -o /tmp/kernel_tiles \
-//        scripts/tune/kernel_tiles.cu && /tmp/kernel_tiles [out.jsonl]
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+//        -o /tmp/kernel_tiles scripts/tune/kernel_tiles.cu && /tmp/kernel_tiles [out.jsonl]
 //
 // It compiles the library's own kernel sources (no copies) and times, per op and
 // dtype, each candidate: map-kernel tiles (threads per block, packs in flight per

@@ -350,12 +350,24 @@ def _opcheck_cases():
     ]
 
 
-@pytest.mark.parametrize("name", kernels_ext.OPS)
+# This file's families; the other families' GPU tests opcheck their own ops.
+OPCHECKED = ("add", "mul", "relu", "gelu", "silu", "sigmoid", "swiglu", "row_sum", "row_max",
+             "sum_all", "max_all", "softmax", "rmsnorm", "add_rmsnorm", "layernorm")
+
+
+@pytest.mark.parametrize("name", OPCHECKED)
 def test_opcheck(name):
     kernels_ext.ensure_loaded()
     cases = dict(_opcheck_cases())
     op, args = cases[name]()
     torch.library.opcheck(op, args)
+
+
+def test_the_library_registers_the_whole_table():
+    kernels_ext.ensure_loaded()
+    missing = [n for n in kernels_ext.OPS if not hasattr(torch.ops.solbench_kernels, n)]
+    assert not missing, f"ops in the table but not in the library: {missing}"
+    assert set(OPCHECKED) <= set(kernels_ext.OPS)
 
 
 def test_torch_compile_uses_the_op():
@@ -372,6 +384,66 @@ def test_device_errors_name_the_op():
     # The C++ op checks too, for callers that skip the Python wrapper.
     with pytest.raises((ValueError, RuntimeError), match="solbench_kernels::softmax"):
         torch.ops.solbench_kernels.softmax(x.t())
+
+
+def _x():
+    return torch.randn(4, 8, device=DEV)
+
+
+def _w():
+    return torch.randn(8, device=DEV)
+
+
+# (op, what is wrong, arguments): each made lazily, on the GPU.
+BAD_CALLS = [
+    ("add", "dtype not supported", lambda: (_x().double(), _x().double())),
+    ("add", "shapes differ", lambda: (_x(), _x()[:, :4].contiguous())),
+    ("mul", "dtypes differ", lambda: (_x(), _x().bfloat16())),
+    ("add", "devices differ", lambda: (_x(), _x().cpu())),
+    ("gelu", "not a choice", lambda: (_x(), "fast")),
+    ("softmax", "no row dim", lambda: (torch.tensor(1.0, device=DEV),)),
+    ("softmax", "not contiguous", lambda: (_x().t(),)),
+    ("rmsnorm", "N differs", lambda: (_x(), _w()[:7], 1e-6)),
+    ("rmsnorm", "weight rank", lambda: (_x(), _w().view(1, 8), 1e-6)),
+    ("add_rmsnorm", "*B differs", lambda: (_x(), _x()[:3], _w(), 1e-6)),
+    ("layernorm", "bias dtype", lambda: (_x(), _w(), _w().half(), 1e-5)),
+    ("row_max", "max of empty rows", lambda: (torch.empty(3, 0, device=DEV),)),
+    ("row_max", "one empty row", lambda: (torch.empty(0, device=DEV),)),
+    ("max_all", "max of nothing", lambda: (torch.empty(0, device=DEV),)),
+]
+
+
+@pytest.mark.parametrize("name,why,make", BAD_CALLS, ids=[f"{n}-{w}" for n, w, _ in BAD_CALLS])
+def test_compiled_op_and_wrapper_give_the_same_error(name, why, make):
+    """The table's checks run in the wrapper and in the compiled op: same exception type,
+    same message after the prefix, for a caller of torch.ops.solbench_kernels directly."""
+    kernels_ext.ensure_loaded()
+    args = make()
+    errors = []
+    for fn, prefix in ((getattr(kernels_ext, name), f"kernels_ext.{name}: "),
+                       (getattr(torch.ops.solbench_kernels, name), f"solbench_kernels::{name}: ")):
+        with pytest.raises((TypeError, ValueError)) as info:
+            fn(*args)
+        first = str(info.value).splitlines()[0]
+        assert first.startswith(prefix), first
+        errors.append((type(info.value), first[len(prefix):]))
+    assert errors[0] == errors[1], errors
+
+
+def test_compiled_op_refuses_cpu_tensors_with_the_table_message():
+    with pytest.raises(ValueError, match=r"solbench_kernels::softmax: x is on cpu; a CUDA "
+                                         r"tensor is required"):
+        torch.ops.solbench_kernels.softmax(torch.randn(4, 8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_id)
+def test_row_sum_of_empty_rows_is_zero(dtype):
+    out = kernels_ext.row_sum(torch.empty(3, 0, device=DEV, dtype=dtype))
+    assert out.shape == (3,) and (out == 0).all()
+    one = kernels_ext.row_sum(torch.empty(0, device=DEV, dtype=dtype))
+    assert one.shape == () and one.item() == 0
+    assert kernels_ext.row_sum(torch.empty(0, 5, device=DEV, dtype=dtype)).shape == (0,)
+    assert kernels_ext.softmax(torch.empty(3, 0, device=DEV, dtype=dtype)).shape == (3, 0)
 
 
 def test_aot_library_loads_in_a_fresh_process(tmp_path):

@@ -1,4 +1,4 @@
-// Activations on the shared pointwise map kernel.
+// Activations on the shared pointwise map kernel (op table: activation/ops.yaml, `impl: map`).
 //
 // Accuracy policy (no --use_fast_math in this library): float32 outputs use the
 // accurate libdevice expf and erff; their one division, by 1 + exp(-z) >= 1, is
@@ -9,9 +9,7 @@
 // absolute on erf) is far below half an fp16/bf16 ulp; there the accurate functions
 // would make a bf16 activation compute-bound on an H200 (about 30 instructions per
 // element is all the memory system leaves).
-#include "activation.h"
-
-#include "../common/common.cuh"
+#include "../common/map.cuh"
 
 namespace sk {
 namespace {
@@ -68,7 +66,7 @@ struct Relu {
 };
 
 struct GeluErf {
-  static constexpr bool kCostly = true;  // erf: see MapTile in common.cuh
+  static constexpr bool kCostly = true;  // erf: see MapTile in common/map.cuh
   template <bool kLow>
   __device__ __forceinline__ static float apply(float x) {
     if constexpr (kLow) {
@@ -104,24 +102,18 @@ struct SwiGlu {
 };
 
 }  // namespace
-
-cudaError_t launch_activation(Activation act, DType dt, const void* x, void* y, int64_t n,
-                              cudaStream_t stream) {
-  const void* const in[1] = {x};
-  switch (act) {
-    case Activation::kRelu: return launch_map<Relu, 1>(dt, in, y, n, stream);
-    case Activation::kGeluErf: return launch_map<GeluErf, 1>(dt, in, y, n, stream);
-    case Activation::kGeluTanh: return launch_map<GeluTanh, 1>(dt, in, y, n, stream);
-    case Activation::kSilu: return launch_map<Silu, 1>(dt, in, y, n, stream);
-    case Activation::kSigmoid: return launch_map<Sigmoid, 1>(dt, in, y, n, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
-cudaError_t launch_swiglu(DType dt, const void* a, const void* b, void* out, int64_t n,
-                          cudaStream_t stream) {
-  const void* const in[2] = {a, b};
-  return launch_map<SwiGlu, 2>(dt, in, out, n, stream);
-}
-
 }  // namespace sk
+
+SK_MAP_OP(relu, Relu, 1)
+
+namespace sk::ops {
+// approximate: the index of the table's choice, 0 'none' (erf), 1 'tanh'.
+cudaError_t gelu(const MapIO<1>& io, int approximate, cudaStream_t stream) {
+  return approximate == 0 ? launch_map_op<GeluErf, 1>(io, stream)
+                          : launch_map_op<GeluTanh, 1>(io, stream);
+}
+}  // namespace sk::ops
+
+SK_MAP_OP(silu, Silu, 1)
+SK_MAP_OP(sigmoid, Sigmoid, 1)
+SK_MAP_OP(swiglu, SwiGlu, 2)

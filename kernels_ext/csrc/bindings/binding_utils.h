@@ -1,71 +1,71 @@
-// Shared by the binding files only (these include PyTorch; kernel .cu files never do).
+// Shared by the binding files only (these include PyTorch; kernel .cu files never do):
+// what the generated op wrappers (kernels_ext/codegen.py) and the hand-written custom
+// impls need around a launch. The input checks themselves are generated from the op table.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
 #include <cuda_runtime_api.h>
 
-#include <string>
+#include <cstdint>
+#include <initializer_list>
 
 #include "../common/dtype.h"
 
 namespace sk::bind {
 
+// torch's Python name of a dtype ("float32", not c10's "Float"), so the messages of the
+// compiled checks read like the Python wrapper's.
+inline const char* dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return "float64";
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    case at::kFloat8_e4m3fn: return "float8_e4m3fn";
+    case at::kFloat8_e5m2: return "float8_e5m2";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kShort: return "int16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: return c10::toString(t);
+  }
+}
+
+inline const char* dtype_name(const at::Tensor& t) { return dtype_name(t.scalar_type()); }
+
+// The kernels' dtype of a tensor (op: the op's name without the namespace; name: the
+// argument's). The op table admits only these three for map and rows ops.
 inline DType dtype_of(const at::Tensor& t, const char* op, const char* name) {
   switch (t.scalar_type()) {
     case at::kFloat: return DType::kFloat32;
     case at::kBFloat16: return DType::kBFloat16;
     case at::kHalf: return DType::kFloat16;
     default:
-      TORCH_CHECK_TYPE(false, "solbench_kernels::", op, ": ", name, " has dtype ",
-                       t.scalar_type(), "; supported: float32, bfloat16, float16");
+      TORCH_CHECK_TYPE(false, "solbench_kernels::", op, ": ", name, " has dtype ", dtype_name(t),
+                       "; supported: float32, bfloat16, float16");
   }
   return DType::kFloat32;  // unreachable
 }
 
-inline void check_cuda_contiguous(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK_VALUE(t.is_cuda(), "solbench_kernels::", op, ": ", name, " is on ", t.device(),
-                    "; a CUDA tensor is required");
-  TORCH_CHECK_VALUE(t.is_contiguous(), "solbench_kernels::", op, ": ", name,
-                    " must be contiguous (call .contiguous() first)");
-}
-
-// Checks `other` against the first input `ref`: CUDA, contiguous, same dtype and device,
-// and (when same_shape) the same shape.
-inline void check_like(const at::Tensor& ref, const at::Tensor& other, const char* op,
-                       const char* name, bool same_shape) {
-  check_cuda_contiguous(other, op, name);
-  TORCH_CHECK_TYPE(other.scalar_type() == ref.scalar_type(), "solbench_kernels::", op, ": ", name,
-                   " has dtype ", other.scalar_type(), " but the first input has ",
-                   ref.scalar_type());
-  TORCH_CHECK_VALUE(other.device() == ref.device(), "solbench_kernels::", op, ": ", name,
-                    " is on ", other.device(), " but the first input is on ", ref.device());
-  if (same_shape) {
-    TORCH_CHECK_VALUE(other.sizes() == ref.sizes(), "solbench_kernels::", op, ": ", name,
-                      " has shape ", other.sizes(), " but the first input has shape ",
-                      ref.sizes());
+// Index of value among a str argument's choices (table order), or -1.
+inline int choice_index(c10::string_view value, std::initializer_list<const char*> choices) {
+  int i = 0;
+  for (const char* c : choices) {
+    if (value == c) return i;
+    ++i;
   }
-}
-
-// A row op's per-feature parameter (weight, bias): 1-D of the row length.
-inline void check_row_param(const at::Tensor& x, const at::Tensor& p, const char* op,
-                            const char* name) {
-  check_like(x, p, op, name, false);
-  TORCH_CHECK_VALUE(p.dim() == 1 && p.size(0) == x.size(-1), "solbench_kernels::", op, ": ", name,
-                    " must have shape [", x.size(-1), "] (the last dim of x), got ", p.sizes());
-}
-
-inline void check_row_input(const at::Tensor& x, const char* op) {
-  check_cuda_contiguous(x, op, "x");
-  TORCH_CHECK_VALUE(x.dim() >= 1, "solbench_kernels::", op,
-                    ": x must have at least one dimension (the row)");
+  return -1;
 }
 
 inline cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
+// A launcher's error as an exception naming the op (its name without the namespace).
 inline void check_launch(cudaError_t err, const char* op) {
   if (err == cudaSuccess) return;
   if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {

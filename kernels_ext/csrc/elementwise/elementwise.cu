@@ -1,7 +1,6 @@
-// add and mul: instantiations of the shared pointwise map kernel.
-#include "elementwise.h"
-
-#include "../common/common.cuh"
+// add and mul: instantiations of the shared pointwise map kernel (op table:
+// elementwise/ops.yaml, `impl: map`).
+#include "../common/map.cuh"
 
 namespace sk {
 namespace {
@@ -17,15 +16,7 @@ struct Mul {
 };
 
 }  // namespace
-
-cudaError_t launch_binary(BinaryOp op, DType dt, const void* a, const void* b, void* out,
-                          int64_t n, cudaStream_t stream) {
-  const void* const in[2] = {a, b};
-  switch (op) {
-    case BinaryOp::kAdd: return launch_map<Add, 2>(dt, in, out, n, stream);
-    case BinaryOp::kMul: return launch_map<Mul, 2>(dt, in, out, n, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
 }  // namespace sk
+
+SK_MAP_OP(add, Add, 2)
+SK_MAP_OP(mul, Mul, 2)

@@ -2,9 +2,8 @@
 // Cached rows: mean, then variance from the centred values held in registers
 // (two-pass, no cancellation). Streamed rows: sums shifted by the row's first
 // element (cancellation limited to the spread of the row), then a second read.
-#include "layernorm.h"
-
-#include "../common/common.cuh"
+#include "../common/op_io.h"
+#include "../common/rows.cuh"
 
 namespace sk {
 namespace {
@@ -102,8 +101,6 @@ __global__ void __launch_bounds__(kStreamThreads) layernorm_rows_stream(LnArgs<t
   }
 }
 
-}  // namespace
-
 cudaError_t launch_layernorm(DType dt, const void* x, const void* weight, const void* bias,
                              void* y, int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
   if (cols < 1 || cols > kMaxRowLength || rows < 0) return cudaErrorInvalidValue;
@@ -128,4 +125,13 @@ cudaError_t launch_layernorm(DType dt, const void* x, const void* weight, const 
   });
 }
 
+}  // namespace
 }  // namespace sk
+
+namespace sk::ops {
+// in: x, weight, bias; out: y.
+cudaError_t layernorm(const RowsIO<3, 1>& io, float eps, cudaStream_t stream) {
+  return launch_layernorm(io.dtype, io.in[0], io.in[1], io.in[2], io.out[0], io.rows, io.cols,
+                          eps, stream);
+}
+}  // namespace sk::ops

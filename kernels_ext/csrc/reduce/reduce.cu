@@ -3,7 +3,9 @@
 // kUnroll independent 128-bit loads per thread.
 #include "reduce.h"
 
-#include "../common/common.cuh"
+#include "../common/grid.cuh"
+#include "../common/op_io.h"
+#include "../common/rows.cuh"
 
 namespace sk {
 namespace {
@@ -148,8 +150,6 @@ cudaError_t reduce_all_impl(DType dt, const void* x, void* out, float* workspace
   });
 }
 
-}  // namespace
-
 cudaError_t launch_row_reduce(ReduceOp op, DType dt, const void* x, void* out, int64_t rows,
                               int64_t cols, cudaStream_t stream) {
   if (cols < 1 || cols > kMaxRowLength || rows < 0) return cudaErrorInvalidValue;
@@ -160,6 +160,8 @@ cudaError_t launch_row_reduce(ReduceOp op, DType dt, const void* x, void* out, i
   }
   return cudaErrorInvalidValue;
 }
+
+}  // namespace
 
 cudaError_t launch_reduce_all(ReduceOp op, DType dt, const void* x, void* out, float* workspace,
                               int64_t n, cudaStream_t stream) {
@@ -172,3 +174,20 @@ cudaError_t launch_reduce_all(ReduceOp op, DType dt, const void* x, void* out, f
 }
 
 }  // namespace sk
+
+namespace sk::ops {
+cudaError_t row_sum(const RowsIO<1, 1>& io, cudaStream_t stream) {
+  // Rows of no elements sum to 0 (all-zero bytes in every dtype); max has no such value,
+  // and the op table rejects max over empty rows.
+  if (io.cols == 0) {
+    return cudaMemsetAsync(io.out[0], 0, io.rows * element_size(io.dtype), stream);
+  }
+  return launch_row_reduce(ReduceOp::kSum, io.dtype, io.in[0], io.out[0], io.rows, io.cols,
+                           stream);
+}
+
+cudaError_t row_max(const RowsIO<1, 1>& io, cudaStream_t stream) {
+  return launch_row_reduce(ReduceOp::kMax, io.dtype, io.in[0], io.out[0], io.rows, io.cols,
+                           stream);
+}
+}  // namespace sk::ops

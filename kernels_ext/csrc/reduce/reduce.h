@@ -1,4 +1,6 @@
-// Launchers for the reduction family (no PyTorch, no CUDA kernels in this header).
+// The whole-tensor reductions' launcher, called by the hand-written bindings of sum_all
+// and max_all (csrc/bindings/reduce.cpp). No PyTorch, no CUDA kernels in this header.
+// The row reductions are `impl: rows` table ops: their launchers need no header.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,11 +12,6 @@
 namespace sk {
 
 enum class ReduceOp : int { kSum = 0, kMax = 1 };
-
-// out[r] = reduce(x[r, 0:cols]) for rows x cols contiguous; fp32 accumulation,
-// result rounded to dt. max propagates NaN. cols must be >= 1.
-cudaError_t launch_row_reduce(ReduceOp op, DType dt, const void* x, void* out, int64_t rows,
-                              int64_t cols, cudaStream_t stream);
 
 // Floats of scratch that launch_reduce_all needs (one partial per block of stage 1).
 constexpr int kReduceAllMaxPartials = 1024;

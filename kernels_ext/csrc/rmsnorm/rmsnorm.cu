@@ -1,9 +1,8 @@
 // RMSNorm and fused residual-add + RMSNorm over the last dimension.
 // Same structure as softmax: rows that fit stay in registers (one read of x
 // [and residual], one write of y [and h]); longer rows take a second read.
-#include "rmsnorm.h"
-
-#include "../common/common.cuh"
+#include "../common/op_io.h"
+#include "../common/rows.cuh"
 
 namespace sk {
 namespace {
@@ -134,16 +133,19 @@ cudaError_t rmsnorm_impl(DType dt, const void* x, const void* residual, const vo
 }
 
 }  // namespace
-
-cudaError_t launch_rmsnorm(DType dt, const void* x, const void* weight, void* y, int64_t rows,
-                           int64_t cols, float eps, cudaStream_t stream) {
-  return rmsnorm_impl<false>(dt, x, nullptr, weight, y, nullptr, rows, cols, eps, stream);
-}
-
-cudaError_t launch_add_rmsnorm(DType dt, const void* x, const void* residual, const void* weight,
-                               void* y, void* h_out, int64_t rows, int64_t cols, float eps,
-                               cudaStream_t stream) {
-  return rmsnorm_impl<true>(dt, x, residual, weight, y, h_out, rows, cols, eps, stream);
-}
-
 }  // namespace sk
+
+namespace sk::ops {
+// in: x, weight; out: y.
+cudaError_t rmsnorm(const RowsIO<2, 1>& io, float eps, cudaStream_t stream) {
+  return rmsnorm_impl<false>(io.dtype, io.in[0], nullptr, io.in[1], io.out[0], nullptr, io.rows,
+                             io.cols, eps, stream);
+}
+
+// in: x, residual, weight; out: y, h = x + residual. The sum of squares uses h in fp32;
+// y normalises h as stored (rounded to the dtype), like the unfused pair.
+cudaError_t add_rmsnorm(const RowsIO<3, 2>& io, float eps, cudaStream_t stream) {
+  return rmsnorm_impl<true>(io.dtype, io.in[0], io.in[1], io.in[2], io.out[0], io.out[1],
+                            io.rows, io.cols, eps, stream);
+}
+}  // namespace sk::ops

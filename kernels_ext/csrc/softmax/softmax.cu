@@ -10,9 +10,8 @@
 // for logits near 1000), which only cancels if every exp of the row, in the sum and in
 // the output, uses the same rounded product. exp2f is the accurate (non fast-math)
 // function, so fp32 results stay within a few ulp.
-#include "softmax.h"
-
-#include "../common/common.cuh"
+#include "../common/op_io.h"
+#include "../common/rows.cuh"
 
 namespace sk {
 namespace {
@@ -95,8 +94,6 @@ __global__ void __launch_bounds__(kStreamThreads)
   }
 }
 
-}  // namespace
-
 cudaError_t launch_softmax(DType dt, const void* x, void* y, int64_t rows, int64_t cols,
                            cudaStream_t stream) {
   if (cols < 1 || cols > kMaxRowLength || rows < 0) return cudaErrorInvalidValue;
@@ -122,4 +119,11 @@ cudaError_t launch_softmax(DType dt, const void* x, void* y, int64_t rows, int64
   });
 }
 
+}  // namespace
 }  // namespace sk
+
+namespace sk::ops {
+cudaError_t softmax(const RowsIO<1, 1>& io, cudaStream_t stream) {
+  return launch_softmax(io.dtype, io.in[0], io.out[0], io.rows, io.cols, stream);
+}
+}  // namespace sk::ops

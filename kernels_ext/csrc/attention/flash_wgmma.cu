@@ -1,0 +1,525 @@
+// flash_wgmma: FlashAttention-3 style forward for Hopper (sm_90a).
+//
+// A block computes 128 query rows of one (batch, head) with three warpgroups:
+//  - a producer (registers given away with setmaxnreg) whose one thread issues TMA loads: the
+//    Q tile once, then K and V tiles into a ring of shared-memory stages, each stage with a
+//    `full` mbarrier (TMA completes bytes on it) and an `empty` one (consumer warps arrive
+//    when they no longer read it). K and V have separate rings because K is released as
+//    soon as S = Q K^T is done, V only after O += P V;
+//  - two consumer warpgroups of 64 rows each: S = Q K^T with wgmma SS (Q and K K-major in
+//    128B-swizzled smem), online softmax in registers, O += P V with wgmma RS (P straight
+//    from the S registers, V MN-major in smem through the transposed-B descriptor).
+// Overlap, the two ways FlashAttention-3 describes:
+//  - within a warpgroup, the matrix products of tile j (S_j) and of tile j - 1 (P_{j-1} V_{j-1})
+//    are issued together, and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor
+//    cores (O is rescaled only after that product retires);
+//  - between warpgroups, a pair of named barriers makes them take turns issuing their
+//    products (ping-pong), so one warpgroup's softmax fills the other's matrix-product time.
+// Causal blocks stop at the last tile their last row sees and mask only tiles that cross the
+// diagonal or the key tail; rows that see no key get o = 0, lse = -inf.
+//
+// Split mode (kSplit, for decoding with many query rows per K/V head, e.g. 16 positions x 8
+// grouped heads = 128 rows, where mma.sync cannot keep up with memory): a block takes 128
+// packed rows of one K/V head's query group and one range of key tiles, and writes normalised
+// fp32 partial outputs and LSEs that decode.cu's combine kernel merges (see split_kv.h).
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+#include <type_traits>
+
+#include "../tile/mbarrier.cuh"
+#include "../tile/mma_sync.cuh"
+#include "../tile/online_softmax.cuh"
+#include "../tile/tma.cuh"
+#include "../tile/warpgroup.cuh"
+#include "../tile/wgmma.cuh"
+#include "args.cuh"
+#include "attention.h"
+#include "mma_tile.cuh"
+#include "split_kv.h"
+#include "tile_extra.cuh"
+
+namespace sk::attn {
+namespace {
+
+constexpr int kPanelCols = 64;  // TMA box rows and wgmma atoms: 128 bytes, 64 elements
+
+template <int D_, int BN_, int STAGES>
+struct WgmmaConfig {
+  static constexpr int D = D_;
+  static constexpr int BM = 128;  // two consumer warpgroups x 64 rows
+  static constexpr int BN = BN_;
+  static constexpr int NT = BN / 8;
+  static constexpr int kStages = STAGES;
+  static constexpr int kPanels = D / kPanelCols;
+  static constexpr int kThreads = 3 * tile::kWarpgroupThreads;
+  static constexpr int kQBytes = BM * D * 2;
+  static constexpr int kKVBytes = BN * D * 2;                                 // one K or V stage
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;  // + alignment
+  static_assert(D % kPanelCols == 0 && BN % 16 == 0 && BN <= 256, "tile shape");
+};
+
+struct Barriers {
+  uint64_t q_full;
+  uint64_t k_full[4], k_empty[4], v_full[4], v_empty[4];
+};
+
+#if SK_TILE_SM90A
+constexpr int kSwizzleBytes = 128;
+constexpr int kConsumerWarps = 8;  // arrivals that release a stage
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;                      // 128 x 24 + 256 x 240 <= 64K registers
+constexpr int kSchedBarrier = tile::kFirstFreeBarrier;  // +0: consumer 0's turn, +1: consumer 1's
+
+template <class C>
+struct Smem {
+  uint8_t* q;
+  uint8_t* k;
+  uint8_t* v;
+  __device__ uint8_t* k_stage(int s) const { return k + s * C::kKVBytes; }
+  __device__ uint8_t* v_stage(int s) const { return v + s * C::kKVBytes; }
+};
+
+// The block's key range: tiles [0, n_tiles) for rows [m0, m0 + BM).
+__device__ __forceinline__ int block_tiles(const AttnArgs& a, int m0, int bm, int bn) {
+  const int last_row = min(m0 + bm, a.seq_q) - 1;
+  const int n_keys = visible_keys(last_row, a.seq_q, a.seq_k, a.causal);
+  return n_keys > 0 ? (n_keys + bn - 1) / bn : 0;
+}
+
+template <class C>
+__device__ __forceinline__ void producer(const CUtensorMap* q_map, const CUtensorMap* k_map,
+                                         const CUtensorMap* v_map, const Smem<C>& sm, Barriers& bar,
+                                         int q_row, int q_head, int kv_head, int tile0,
+                                         int n_tiles) {
+  tile::tma_prefetch_descriptor(q_map);
+  tile::tma_prefetch_descriptor(k_map);
+  tile::tma_prefetch_descriptor(v_map);
+  tile::mbar_arrive_expect_tx(&bar.q_full, C::kQBytes);
+#pragma unroll
+  for (int p = 0; p < C::kPanels; ++p) {
+    tile::tma_load_3d(sm.q + p * C::BM * kSwizzleBytes, q_map, &bar.q_full, p * kPanelCols, q_row,
+                      q_head);
+  }
+  for (int it = 0; it < n_tiles; ++it) {
+    const int st = it % C::kStages;
+    const uint32_t parity = ((it / C::kStages) & 1) ^ 1;
+    tile::mbar_wait(&bar.k_empty[st], parity);
+    tile::mbar_arrive_expect_tx(&bar.k_full[st], C::kKVBytes);
+#pragma unroll
+    for (int p = 0; p < C::kPanels; ++p) {
+      tile::tma_load_3d(sm.k_stage(st) + p * C::BN * kSwizzleBytes, k_map, &bar.k_full[st],
+                        p * kPanelCols, (tile0 + it) * C::BN, kv_head);
+    }
+    tile::mbar_wait(&bar.v_empty[st], parity);
+    tile::mbar_arrive_expect_tx(&bar.v_full[st], C::kKVBytes);
+#pragma unroll
+    for (int p = 0; p < C::kPanels; ++p) {
+      tile::tma_load_3d(sm.v_stage(st) + p * C::BN * kSwizzleBytes, v_map, &bar.v_full[st],
+                        p * kPanelCols, (tile0 + it) * C::BN, kv_head);
+    }
+  }
+}
+
+// S = Q K^T for this consumer's 64 rows and one K stage (issued, committed, not waited).
+template <class T, class C>
+__device__ __forceinline__ void issue_scores(float (&s)[C::BN / 2], const uint8_t* q_rows,
+                                             const uint8_t* k_stage) {
+#pragma unroll
+  for (int kk = 0; kk < C::D / 16; ++kk) {
+    const int panel = kk / 4;
+    const uint32_t step = 32 * (kk % 4);  // 16 elements along K inside the 128-byte row
+    const uint64_t da = tile::desc_advance(
+        tile::desc_k_major<kSwizzleBytes>(q_rows + panel * C::BM * kSwizzleBytes), step);
+    const uint64_t db = tile::desc_advance(
+        tile::desc_k_major<kSwizzleBytes>(k_stage + panel * C::BN * kSwizzleBytes), step);
+    wgmma_ss<T, C::BN>(s, da, db, kk > 0 ? 1 : 0);
+  }
+  tile::wgmma_commit();
+}
+
+// O += P V for one V stage: V[key][d] is MN-major for B (N = d contiguous); 16 keys per
+// k-step are 16 rows of 128 bytes, d blocks of 64 are the panels (LBO apart).
+template <class T, class C>
+__device__ __forceinline__ void issue_pv(float (&o)[C::D / 2], const uint32_t (&p)[C::BN / 16][4],
+                                         const uint8_t* v_stage) {
+#pragma unroll
+  for (int kt = 0; kt < C::BN / 16; ++kt) {
+    const uint64_t db = tile::desc_mn_major<kSwizzleBytes>(v_stage + kt * 16 * kSwizzleBytes,
+                                                           C::BN * kSwizzleBytes);
+    wgmma_rs<T, C::D, 1>(o, p[kt], db, 1);
+  }
+  tile::wgmma_commit();
+}
+
+template <class T, int NT>
+__device__ __forceinline__ void scores_to_fragments(uint32_t (&p)[NT / 2][4],
+                                                    const float (&s)[1][NT][4]) {
+#pragma unroll
+  for (int kt = 0; kt < NT / 2; ++kt) {
+    tile::accumulators_to_a<T>(p[kt], s[0][2 * kt], s[0][2 * kt + 1]);
+  }
+}
+
+__device__ __forceinline__ void release(uint64_t* empty, int lane) {
+  if (lane == 0) tile::mbar_arrive(empty);
+}
+
+// The block's work: rows [row_base, row_base + BM) of its row space (query positions of one
+// head, or in split mode the packed rows of one K/V head's group) against key tiles
+// [tile0, tile0 + n_tiles); `head` is the query head (prefill) or the K/V head (split).
+struct Work {
+  int row_base;
+  int b;
+  int head;
+  int tile0;
+  int n_tiles;
+};
+
+// Keys visible to row `row` of the row space (split mode: packed row -> its position).
+template <bool kSplit>
+__device__ __forceinline__ int row_visible(const AttnArgs& a, int row) {
+  return visible_keys(kSplit ? row % a.seq_q : row, a.seq_q, a.seq_k, a.causal);
+}
+
+template <class T, class C, bool kSplit>
+__device__ __forceinline__ void consumer(const AttnArgs& a, const SplitKV& split, const Smem<C>& sm,
+                                         Barriers& bar, int cw, const Work& w) {
+  constexpr int NT = C::NT, D = C::D;
+  const int n_tiles = w.n_tiles;
+  const int t128 = static_cast<int>(threadIdx.x) - (cw + 1) * tile::kWarpgroupThreads;
+  const int warp = t128 / 32;
+  const int lane = t128 % 32;
+  const int own_turn = kSchedBarrier + cw;
+  const int other_turn = kSchedBarrier + (1 - cw);
+  // This thread's rows: row0 and row0 + 8.
+  const int row0 = w.row_base + 64 * cw + 16 * warp + (lane >> 2);
+  // Key tiles every row of this warpgroup sees whole (split mode: position 0 sees the fewest).
+  const int first_visible = kSplit ? visible_keys(0, a.seq_q, a.seq_k, a.causal)
+                                   : visible_keys(w.row_base + 64 * cw, a.seq_q, a.seq_k, a.causal);
+  const int n_unmasked = max(first_visible, 0) / C::BN;
+  const uint8_t* q_rows = sm.q + 64 * cw * kSwizzleBytes;
+
+  tile::OnlineSoftmax<1> softmax;
+  softmax.init(a.scale);
+  float o[1][D / 8][4];
+  zero(o);
+  float s[1][NT][4];
+  zero(s);
+  uint32_t p[NT / 2][4];
+  auto& o_flat = reinterpret_cast<float (&)[D / 2]>(o);
+  auto& s_flat = reinterpret_cast<float (&)[C::BN / 2]>(s);
+
+  // Consumer 0 issues first; consumer 1 hands it the first turn.
+  if (cw == 1) tile::named_barrier_arrive(kSchedBarrier, 2 * tile::kWarpgroupThreads);
+  tile::mbar_wait(&bar.q_full, 0);
+
+  auto softmax_tile = [&](int it, float (&rescale)[2]) {
+    const int j = w.tile0 + it;  // the key tile's index in the sequence
+    if (j >= n_unmasked) {
+      mask_scores<1, NT>(
+          s, j * C::BN, [&](int, int hh) { return row_visible<kSplit>(a, row0 + 8 * hh); }, lane);
+    }
+    softmax.step(s, rescale);
+  };
+
+  // Tile 0: S_0 only. Then each tile it issues S_it and P_{it-1} V_{it-1} back to back and
+  // runs the softmax of S_it while the second product is in flight. Straight-line bodies (no
+  // branch on `it` between a wgmma and its wait) let ptxas see that the waits retire them.
+  if (n_tiles > 0) {
+    tile::named_barrier_sync(own_turn, 2 * tile::kWarpgroupThreads);
+    tile::mbar_wait(&bar.k_full[0], 0);
+    tile::wgmma_fence();
+    issue_scores<T, C>(s_flat, q_rows, sm.k_stage(0));
+    tile::named_barrier_arrive(other_turn, 2 * tile::kWarpgroupThreads);
+    tile::wgmma_wait<0>();
+    tile::fence_accumulators(s_flat);
+    release(&bar.k_empty[0], lane);
+    float rescale[2];
+    softmax_tile(0, rescale);  // O is still 0: no rescale needed
+    scores_to_fragments<T, NT>(p, s);
+  }
+  for (int it = 1; it < n_tiles; ++it) {
+    const int st = it % C::kStages;
+    const uint32_t parity = (it / C::kStages) & 1;
+    const int prev = (it - 1) % C::kStages;
+    const uint32_t prev_parity = ((it - 1) / C::kStages) & 1;
+
+    tile::named_barrier_sync(own_turn, 2 * tile::kWarpgroupThreads);
+    tile::mbar_wait(&bar.k_full[st], parity);
+    tile::mbar_wait(&bar.v_full[prev], prev_parity);
+    tile::wgmma_fence();
+    issue_scores<T, C>(s_flat, q_rows, sm.k_stage(st));
+    issue_pv<T, C>(o_flat, p, sm.v_stage(prev));
+    tile::named_barrier_arrive(other_turn, 2 * tile::kWarpgroupThreads);
+
+    tile::wgmma_wait<1>();  // S_it done; P_{it-1} V_{it-1} may still run
+    tile::fence_accumulators(s_flat);
+    release(&bar.k_empty[st], lane);
+    float rescale[2];
+    softmax_tile(it, rescale);
+    tile::wgmma_wait<0>();
+    tile::fence_accumulators(o_flat);
+    fence_fragments(p);
+    release(&bar.v_empty[prev], lane);
+    tile::scale_rows(o, rescale);
+    scores_to_fragments<T, NT>(p, s);
+  }
+  if (n_tiles > 0) {
+    const int last = (n_tiles - 1) % C::kStages;
+    tile::mbar_wait(&bar.v_full[last], ((n_tiles - 1) / C::kStages) & 1);
+    tile::wgmma_fence();
+    issue_pv<T, C>(o_flat, p, sm.v_stage(last));
+  }
+  tile::wgmma_wait<0>();
+  tile::fence_accumulators(o_flat);
+  fence_fragments(p);
+  // Consumer 1's last hand-over (or its first, when there were no tiles) is still pending.
+  if (cw == 0) tile::named_barrier_sync(own_turn, 2 * tile::kWarpgroupThreads);
+
+  float inv_sum[2], lse[2];
+  softmax.finalize(inv_sum, lse);
+  if constexpr (kSplit) {
+    // Normalised partial output and LSE of this split, for decode.cu's combine kernel.
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int pr = row0 + 8 * hh;
+      if (pr >= split.rows) continue;
+      const int64_t row = (static_cast<int64_t>(w.b) * a.heads_kv + w.head) * split.rows + pr;
+      const int partial = blockIdx.x;
+      float* out = split.o_part + (row * split.partials + partial) * D + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<float2*>(out + 8 * j) =
+            make_float2(o[0][j][2 * hh] * inv_sum[hh], o[0][j][2 * hh + 1] * inv_sum[hh]);
+      }
+      if ((lane & 3) == 0) split.lse_part[row * split.partials + partial] = lse[hh];
+    }
+  } else {
+    T* out = static_cast<T*>(a.o) + w.b * a.o_batch + w.head * a.o_head;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 8 * hh;
+      if (row >= a.seq_q) continue;
+      T* out_row = out + static_cast<int64_t>(row) * D + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(out_row + 8 * j) =
+            tile::pack2<T>(o[0][j][2 * hh] * inv_sum[hh], o[0][j][2 * hh + 1] * inv_sum[hh]);
+      }
+      if (a.lse != nullptr && (lane & 3) == 0) {
+        a.lse[(static_cast<int64_t>(w.b) * a.heads_q + w.head) * a.seq_q + row] = lse[hh];
+      }
+    }
+  }
+}
+
+#endif  // SK_TILE_SM90A
+
+template <class T, class C, bool kSplit>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_wgmma_fwd(const __grid_constant__ CUtensorMap q_map,
+                    const __grid_constant__ CUtensorMap k_map,
+                    const __grid_constant__ CUtensorMap v_map,
+                    const __grid_constant__ AttnArgs args, const __grid_constant__ SplitKV split) {
+#if SK_TILE_SM90A
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  __shared__ Barriers bar;
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~static_cast<uintptr_t>(1023));
+  const Smem<C> sm{base, base + C::kQBytes, base + C::kQBytes + C::kStages * C::kKVBytes};
+
+  Work w;
+  int q_row, q_head, kv_head;  // TMA coordinates
+  if constexpr (kSplit) {
+    // grid (splits, Hkv x row blocks, B); q is addressed as one [B * Hq * Sq, D] matrix.
+    const int hk = blockIdx.y % args.heads_kv;
+    w = {static_cast<int>(blockIdx.y / args.heads_kv) * C::BM, static_cast<int>(blockIdx.z), hk,
+         static_cast<int>(blockIdx.x) * split.tiles_per_split, 0};
+    const int total_tiles = (args.seq_k + C::BN - 1) / C::BN;
+    w.n_tiles = max(0, min(total_tiles, w.tile0 + split.tiles_per_split) - w.tile0);
+    q_row = (w.b * args.heads_q + hk * args.group) * args.seq_q + w.row_base;
+    q_head = 0;
+    kv_head = w.b * args.heads_kv + hk;
+  } else {
+    // grid (query blocks, Hq, B); causal blocks with more rows (more keys) are launched first.
+    const int m_block = args.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+    w = {m_block * C::BM, static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), 0, 0};
+    w.n_tiles = block_tiles(args, w.row_base, C::BM, C::BN);
+    q_row = w.row_base;
+    q_head = w.b * args.heads_q + w.head;
+    kv_head = w.b * args.heads_kv + w.head / args.group;
+  }
+
+  if (threadIdx.x == 0) {
+    tile::mbar_init(&bar.q_full, 1);
+#pragma unroll
+    for (int s = 0; s < C::kStages; ++s) {
+      tile::mbar_init(&bar.k_full[s], 1);
+      tile::mbar_init(&bar.v_full[s], 1);
+      tile::mbar_init(&bar.k_empty[s], kConsumerWarps);
+      tile::mbar_init(&bar.v_empty[s], kConsumerWarps);
+    }
+    tile::mbar_fence_init();
+  }
+  __syncthreads();
+
+  const int wg = tile::warpgroup_index();
+  if (wg == 0) {
+    tile::setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      producer<C>(&q_map, &k_map, &v_map, sm, bar, q_row, q_head, kv_head, w.tile0, w.n_tiles);
+    }
+  } else {
+    tile::setmaxnreg_inc<kConsumerRegs>();
+    consumer<T, C, kSplit>(args, split, sm, bar, wg - 1, w);
+  }
+#else
+  __trap();  // built without sm_90a code: the launchers refuse such devices before this
+#endif
+}
+
+using D64Config = WgmmaConfig<64, 128, 2>;
+using D128Config = WgmmaConfig<128, 128, 2>;
+// Split mode streams keys for few rows: a third stage keeps more bytes in flight (225 KB).
+using D64SplitConfig = WgmmaConfig<64, kWgmmaSplitKeys, 3>;
+using D128SplitConfig = WgmmaConfig<128, kWgmmaSplitKeys, 3>;
+static_assert(D128SplitConfig::BM == kWgmmaSplitRows && D128SplitConfig::kSmemBytes <= 227 * 1024,
+              "split tile");
+
+template <class T>
+constexpr CUtensorMapDataType tma_dtype() {
+  return std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+
+// [B * H, S, D] as a 3-D map (D innermost), boxes of `rows` x 64 elements, 128B swizzle. Rows
+// past S in a box are zero-filled by TMA, never another head's.
+template <class T>
+bool make_head_map(CUtensorMap* map, const void* base, int64_t heads_total, int64_t seq,
+                   int64_t head_dim, int64_t head_stride, int rows, std::string* error) {
+  tile::TensorMapShape s;
+  s.rank = 3;
+  s.dims[0] = static_cast<uint64_t>(head_dim);
+  s.dims[1] = static_cast<uint64_t>(seq);
+  s.dims[2] = static_cast<uint64_t>(heads_total);
+  s.strides[0] = static_cast<uint64_t>(head_dim) * sizeof(T);
+  s.strides[1] = static_cast<uint64_t>(head_stride) * sizeof(T);
+  s.box[0] = kPanelCols;
+  s.box[1] = static_cast<uint32_t>(rows);
+  s.box[2] = 1;
+  return tile::make_tensor_map(map, tma_dtype<T>(), sizeof(T), base, s, CU_TENSOR_MAP_SWIZZLE_128B,
+                               error);
+}
+
+template <class T, class C, bool kSplit>
+cudaError_t launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
+                   const AttnArgs& a, const SplitKV& split, dim3 grid, cudaStream_t stream) {
+  static_assert(C::kPanels * kPanelCols == C::D && C::NT * 8 == C::BN, "tile shape");
+  auto kernel = flash_wgmma_fwd<T, C, kSplit>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(q_map, k_map, v_map, a, split);
+  return cudaGetLastError();
+}
+
+// Tensor maps for q (prefill: [B * Hq, Sq, D]; split: one [B * Hq * Sq, D] matrix) and k, v.
+template <class T, class C>
+bool make_maps(const AttentionParams& p, bool split, CUtensorMap* q_map, CUtensorMap* k_map,
+               CUtensorMap* v_map) {
+  std::string error;
+  const bool q_ok =
+      split ? make_head_map<T>(q_map, p.q, 1, p.batch * p.heads_q * p.seq_q, p.head_dim,
+                               p.batch * p.heads_q * p.seq_q * p.head_dim, C::BM, &error)
+            : make_head_map<T>(q_map, p.q, p.batch * p.heads_q, p.seq_q, p.head_dim,
+                               p.q_strides.head, C::BM, &error);
+  return q_ok &&
+         make_head_map<T>(k_map, p.k, p.batch * p.heads_kv, p.seq_k, p.head_dim, p.k_strides.head,
+                          C::BN, &error) &&
+         make_head_map<T>(v_map, p.v, p.batch * p.heads_kv, p.seq_k, p.head_dim, p.v_strides.head,
+                          C::BN, &error);
+}
+
+template <class T, class C, bool kSplit>
+AttentionResult run(const AttentionParams& p, const SplitKV& split, dim3 grid,
+                    cudaStream_t stream) {
+  CUtensorMap q_map, k_map, v_map;
+  if (!make_maps<T, C>(p, kSplit, &q_map, &k_map, &v_map))
+    return {AttentionStatus::kTensorMap, cudaSuccess};
+  const cudaError_t err =
+      launch<T, C, kSplit>(q_map, k_map, v_map, make_args(p), split, grid, stream);
+  if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
+  return {};
+}
+
+template <bool kSplit>
+AttentionResult dispatch(const AttentionParams& p, const SplitKV& split, dim3 grid,
+                         cudaStream_t stream) {
+  using C64 = std::conditional_t<kSplit, D64SplitConfig, D64Config>;
+  using C128 = std::conditional_t<kSplit, D128SplitConfig, D128Config>;
+  if (p.dtype == DType::kBFloat16) {
+    return p.head_dim == 64 ? run<__nv_bfloat16, C64, kSplit>(p, split, grid, stream)
+                            : run<__nv_bfloat16, C128, kSplit>(p, split, grid, stream);
+  }
+  return p.head_dim == 64 ? run<__half, C64, kSplit>(p, split, grid, stream)
+                          : run<__half, C128, kSplit>(p, split, grid, stream);
+}
+
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
+// TMA addresses heads as one dimension: [B, H] must be uniformly strided.
+bool heads_uniform(const AttentionStrides& s, int64_t heads) { return s.batch == heads * s.head; }
+
+}  // namespace
+}  // namespace sk::attn
+
+namespace sk {
+
+AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream) {
+  const AttentionStatus status = check_attention_params(p);
+  if (status != AttentionStatus::kOk) return {status, cudaSuccess};
+  if (!attn::device_is_sm90()) return {AttentionStatus::kNeedsSm90, cudaSuccess};
+  if (p.batch == 0 || p.heads_q == 0 || p.seq_q == 0) return {};
+  if (!attn::heads_uniform(p.q_strides, p.heads_q) ||
+      !attn::heads_uniform(p.k_strides, p.heads_kv) ||
+      !attn::heads_uniform(p.v_strides, p.heads_kv)) {
+    return {AttentionStatus::kBadLayout, cudaSuccess};
+  }
+  // TMA maps need at least one row; with no keys every output row is 0 (lse -inf), which the
+  // mma kernel produces without touching k or v.
+  if (p.seq_k == 0) return launch_flash_mma(p, stream);
+  const dim3 grid(static_cast<unsigned>(attn::ceil_div(p.seq_q, attn::D128Config::BM)),
+                  static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  return attn::dispatch<false>(p, attn::SplitKV{}, grid, stream);
+}
+
+namespace attn {
+
+bool wgmma_split_supported(const AttentionParams& p) {
+  return device_is_sm90() && p.seq_k > 0 && p.q_strides.head == p.seq_q * p.head_dim &&
+         p.q_strides.batch == p.heads_q * p.q_strides.head &&
+         heads_uniform(p.k_strides, p.heads_kv) && heads_uniform(p.v_strides, p.heads_kv);
+}
+
+AttentionResult launch_wgmma_split(const AttentionParams& p, const SplitKV& s, int splits,
+                                   cudaStream_t stream) {
+  const int64_t row_blocks = ceil_div(s.rows, kWgmmaSplitRows);
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(p.heads_kv * row_blocks),
+                  static_cast<unsigned>(p.batch));
+  return dispatch<true>(p, s, grid, stream);
+}
+
+}  // namespace attn
+}  // namespace sk

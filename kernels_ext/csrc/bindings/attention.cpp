@@ -1,0 +1,149 @@
+// Hand-written implementations of the attention ops (op table: csrc/attention/ops.yaml).
+// The generated wrappers have checked the inputs (dtype bf16/fp16, shapes [B, H, SQ, D] and
+// [B, HKV, SK, D], D in {64, 128}, HKV | H, contiguity, one CUDA device) and set the device;
+// these choose the variant, allocate the outputs and turn launcher statuses into errors.
+#include "../attention/attention.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "binding_utils.h"
+
+namespace sk::impl {
+namespace {
+
+enum class Variant { kAuto, kMma, kWgmma, kDecode };
+
+constexpr int64_t kMaxDecodeQuery = 16;
+
+bool device_is_sm90(const at::Tensor& t) {
+  int major = 0, minor = 0;
+  const int dev = t.get_device();
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+// decode for short queries; on Hopper the wgmma kernel; the mma.sync kernel elsewhere.
+Variant choose(const at::Tensor& q) {
+  if (q.size(2) >= 1 && q.size(2) <= kMaxDecodeQuery) return Variant::kDecode;
+  return device_is_sm90(q) ? Variant::kWgmma : Variant::kMma;
+}
+
+AttentionStrides strides_of(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
+
+float softmax_scale(std::optional<double> scale, int64_t head_dim, const char* op) {
+  const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  TORCH_CHECK_VALUE(std::isfinite(s) && s > 0.0, "solbench_kernels::", op,
+                    ": scale must be a finite number > 0, got ", s);
+  return static_cast<float>(s);
+}
+
+void raise_on_error(const AttentionResult& r, const char* op) {
+  if (r.ok()) return;
+  if (r.status == AttentionStatus::kCudaError) sk::bind::check_launch(r.cuda, op);
+  if (r.status == AttentionStatus::kNeedsSm90) {
+    TORCH_CHECK(false, "solbench_kernels::", op, ": ", attention_status_message(r.status));
+  }
+  TORCH_CHECK_VALUE(false, "solbench_kernels::", op, ": ", attention_status_message(r.status));
+}
+
+std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at::Tensor& q,
+                                       const at::Tensor& k, const at::Tensor& v, bool causal,
+                                       std::optional<double> scale, bool want_lse) {
+  AttentionParams p;
+  p.dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
+  p.batch = q.size(0);
+  p.heads_q = q.size(1);
+  p.seq_q = q.size(2);
+  p.head_dim = q.size(3);
+  p.heads_kv = k.size(1);
+  p.seq_k = k.size(2);
+  p.scale = softmax_scale(scale, p.head_dim, op);
+  p.causal = causal;
+  at::Tensor o = at::empty(q.sizes(), q.options());
+  at::Tensor lse;
+  if (want_lse) lse = at::empty({p.batch, p.heads_q, p.seq_q}, q.options().dtype(at::kFloat));
+  if (o.numel() == 0) return {o, lse};
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.o = o.data_ptr();
+  p.lse = want_lse ? lse.data_ptr<float>() : nullptr;
+  p.q_strides = strides_of(q);
+  p.k_strides = strides_of(k);
+  p.v_strides = strides_of(v);
+  p.o_strides = strides_of(o);
+
+  if (variant == Variant::kAuto) variant = choose(q);
+  const cudaStream_t stream = sk::bind::current_stream();
+  AttentionResult r;
+  switch (variant) {
+    case Variant::kWgmma:
+      r = launch_flash_wgmma(p, stream);
+      break;
+    case Variant::kDecode: {
+      TORCH_CHECK_VALUE(p.seq_q >= 1 && p.seq_q <= kMaxDecodeQuery, "solbench_kernels::", op,
+                        ": decode needs a query length SQ of 1 to 16, got ", p.seq_q);
+      const size_t bytes = attention_decode_workspace_bytes(p);
+      at::Tensor workspace =
+          at::empty({static_cast<int64_t>(bytes > 0 ? bytes : 16)}, q.options().dtype(at::kByte));
+      r = launch_attention_decode(p, workspace.data_ptr(), bytes, stream);
+      break;
+    }
+    default:
+      r = launch_flash_mma(p, stream);
+      break;
+  }
+  raise_on_error(r, op);
+  return {o, lse};
+}
+
+Variant variant_of(c10::string_view name) {
+  if (name == "mma") return Variant::kMma;
+  if (name == "wgmma") return Variant::kWgmma;
+  if (name == "decode") return Variant::kDecode;
+  TORCH_CHECK_VALUE(name == "auto",
+                    "solbench_kernels::attention_lse: variant must be one of "
+                    "'auto', 'mma', 'wgmma', 'decode'; got '",
+                    std::string(name), "'");
+  return Variant::kAuto;
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                     std::optional<double> scale) {
+  return std::get<0>(run("attention", Variant::kAuto, q, k, v, causal, scale, false));
+}
+
+std::tuple<at::Tensor, at::Tensor> attention_lse(const at::Tensor& q, const at::Tensor& k,
+                                                 const at::Tensor& v, bool causal,
+                                                 std::optional<double> scale,
+                                                 c10::string_view variant) {
+  return run("attention_lse", variant_of(variant), q, k, v, causal, scale, true);
+}
+
+at::Tensor flash_attention_mma(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               bool causal, std::optional<double> scale) {
+  return std::get<0>(run("flash_attention_mma", Variant::kMma, q, k, v, causal, scale, false));
+}
+
+at::Tensor flash_attention_wgmma(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 bool causal, std::optional<double> scale) {
+  return std::get<0>(run("flash_attention_wgmma", Variant::kWgmma, q, k, v, causal, scale, false));
+}
+
+at::Tensor attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            bool causal, std::optional<double> scale) {
+  return std::get<0>(run("attention_decode", Variant::kDecode, q, k, v, causal, scale, false));
+}
+
+}  // namespace sk::impl

@@ -1,0 +1,142 @@
+// Torch-facing implementations of the GEMM family (registered through the op table,
+// csrc/gemm/ops.yaml): the generated wrapper has already checked dtypes, shapes, contiguity,
+// the device and the entry's requirements and set the device guard; these allocate the
+// output, handle empty shapes, call the launcher on the current stream and turn its Status
+// into a Python exception that names the op.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
+
+#include <optional>
+#include <string>
+
+#include "../gemm/gemm.h"
+
+namespace sk::impl {
+namespace {
+
+using gemm::MatmulArgs;
+using gemm::Status;
+
+cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+DType half_dtype(const at::Tensor& t) {
+  if (t.scalar_type() == at::kFloat) return DType::kFloat32;
+  return t.scalar_type() == at::kHalf ? DType::kFloat16 : DType::kBFloat16;
+}
+
+// Refusals (a requirement the launcher checks: alignment, device generation) become
+// ValueError / NotImplementedError; CUDA failures RuntimeError.
+void raise_if_failed(const Status& st, const char* op) {
+  if (st.ok()) return;
+  if (st.code == cudaErrorInvalidValue) {
+    TORCH_CHECK_VALUE(false, "solbench_kernels::", op, ": ", st.message);
+  }
+  if (st.code == cudaErrorNotSupported) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "solbench_kernels::", op, ": ", st.message);
+  }
+  TORCH_CHECK(false, "solbench_kernels::", op, ": ", st.message);
+}
+
+MatmulArgs matmul_args(const at::Tensor& a, const at::Tensor& w, at::Tensor& c,
+                       const at::Tensor* residual) {
+  MatmulArgs g;
+  g.a = a.data_ptr();
+  g.w = w.data_ptr();
+  g.c = c.data_ptr();
+  g.m = a.size(0);
+  g.n = w.size(0);
+  g.k = a.size(1);
+  g.lda = a.size(1);
+  g.ldw = w.size(1);
+  g.ldc = c.size(1);
+  if (residual != nullptr) {
+    g.residual = residual->data_ptr();
+    g.ldr = residual->size(1);
+  }
+  return g;
+}
+
+at::Tensor empty_out(const at::Tensor& a, const at::Tensor& w, at::ScalarType dtype) {
+  return at::empty({a.size(0), w.size(0)}, a.options().dtype(dtype));
+}
+
+// The shared shape logic: nothing to launch for an empty output; K = 0 is a sum of nothing.
+template <class Launch>
+at::Tensor run(const char* op, const at::Tensor& a, const at::Tensor& w, at::ScalarType out_dtype,
+               Launch&& launch) {
+  at::Tensor c = empty_out(a, w, out_dtype);
+  if (c.numel() == 0) return c;
+  if (a.size(1) == 0) return c.zero_();
+  raise_if_failed(launch(matmul_args(a, w, c, nullptr)), op);
+  return c;
+}
+
+gemm::WgmmaConfig parse_config(c10::string_view name) {
+  for (int i = 0; i < gemm::kNumWgmmaConfigs; ++i) {
+    const auto c = static_cast<gemm::WgmmaConfig>(i);
+    if (name == gemm::wgmma_config_name(c)) return c;
+  }
+  // The table restricts the choices; a name it allows but the launchers lack is a bug here.
+  TORCH_CHECK(false, "solbench_kernels::gemm_wgmma: unknown tile configuration ",
+              std::string(name));
+  return gemm::WgmmaConfig::kAuto;
+}
+
+}  // namespace
+
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& w) {
+  return run("gemm", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
+    return gemm::launch_gemm(half_dtype(a), g, stream());
+  });
+}
+
+at::Tensor sgemm(const at::Tensor& a, const at::Tensor& w) {
+  return run("sgemm", a, w, a.scalar_type(),
+             [&](const MatmulArgs& g) { return gemm::launch_sgemm(g, stream()); });
+}
+
+at::Tensor gemm_mma(const at::Tensor& a, const at::Tensor& w) {
+  return run("gemm_mma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
+    return gemm::launch_hgemm_mma(half_dtype(a), g, stream());
+  });
+}
+
+at::Tensor gemm_wgmma(const at::Tensor& a, const at::Tensor& w, c10::string_view config) {
+  gemm::WgmmaOptions opt;
+  opt.config = parse_config(config);
+  return run("gemm_wgmma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
+    return gemm::launch_hgemm_wgmma(half_dtype(a), g, opt, stream());
+  });
+}
+
+at::Tensor gemm_fp8(const at::Tensor& a, const at::Tensor& w, const std::optional<at::Tensor>& scale_a,
+                    const std::optional<at::Tensor>& scale_b) {
+  // A missing scale is 1 (the kernel reads none).
+  const float* sa = scale_a ? scale_a->data_ptr<float>() : nullptr;
+  const float* sb = scale_b ? scale_b->data_ptr<float>() : nullptr;
+  return run("gemm_fp8", a, w, at::kBFloat16, [&](const MatmulArgs& g) {
+    return gemm::launch_gemm_fp8(g, sa, sb, gemm::WgmmaOptions{}, stream());
+  });
+}
+
+at::Tensor gemm_decode(const at::Tensor& a, const at::Tensor& w, int64_t split_k) {
+  return run("gemm_decode", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
+    return gemm::launch_gemm_decode(half_dtype(a), g, static_cast<int>(split_k), stream());
+  });
+}
+
+at::Tensor linear_residual(const at::Tensor& x, const at::Tensor& w, const at::Tensor& residual) {
+  at::Tensor out = at::empty_like(residual, at::MemoryFormat::Contiguous);
+  if (out.numel() == 0) return out;
+  if (x.size(1) == 0) return out.copy_(residual);
+  raise_if_failed(gemm::launch_linear_residual(half_dtype(x), matmul_args(x, w, out, &residual),
+                                               gemm::WgmmaOptions{}, stream()),
+                  "linear_residual");
+  return out;
+}
+
+}  // namespace sk::impl

@@ -1,0 +1,39 @@
+// Hand-written implementation of the `impl: custom` transpose op (op table:
+// csrc/transpose/ops.yaml). The generated wrapper has checked the dtype, the rank (>= 2) and
+// the device and set the device.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+
+#include <utility>
+#include <vector>
+
+#include "../transpose/transpose.h"
+#include "binding_utils.h"
+
+namespace sk::impl {
+
+at::Tensor transpose(const at::Tensor& x) {
+  const int64_t rows = x.size(-2);
+  const int64_t cols = x.size(-1);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  at::Tensor y = at::empty(shape, x.options());
+  if (y.numel() == 0) return y;
+  // Batch dims collapse into one strided dim when they can (a view), else this copies; rows must
+  // be contiguous for the kernel, so a column-strided x is made contiguous first.
+  at::Tensor v = x.reshape({-1, rows, cols});
+  if (v.stride(2) != 1 && cols > 1) v = v.contiguous();
+  TransposeArgs a{};
+  a.dtype = sk::bind::dtype_of(x, "transpose", "x");
+  a.x = v.data_ptr();
+  a.y = y.data_ptr();
+  a.batch = v.size(0);
+  a.rows = rows;
+  a.cols = cols;
+  a.batch_stride = v.stride(0);
+  a.row_stride = v.stride(1);
+  sk::bind::check_launch(launch_transpose(a, sk::bind::current_stream()), "transpose");
+  return y;
+}
+
+}  // namespace sk::impl

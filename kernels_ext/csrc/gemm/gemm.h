@@ -1,0 +1,107 @@
+// The GEMM family's plain C++ launchers (no PyTorch, no CUDA device code): pointers, sizes,
+// row pitches, scales and a stream in; a Status out.
+//
+// Layout contract (a linear layer's): A is M x K row-major, W is N x K row-major,
+// C = A @ W^T is M x N row-major; every variant accumulates in fp32. Row pitches (lda, ldw,
+// ldc, ldr) are in elements; rows must not overlap (pitch >= row length).
+//
+// Variants (each its own kernel file in this folder):
+//   sgemm_fp32      CUDA cores, fp32 in/out (TF32 never used)              launch_sgemm
+//   hgemm_mma       bf16/fp16, mma.sync m16n8k16 + ldmatrix + cp.async, sm_80+ launch_hgemm_mma
+//   hgemm_wgmma     bf16/fp16, TMA + wgmma, warp-specialised, persistent, sm_90a
+//                                                                         launch_hgemm_wgmma
+//   fp8_wgmma       float8_e4m3 in, per-tensor fp32 scales (device pointers), bf16 out, sm_90a
+//                                                                         launch_gemm_fp8
+//   linear_residual C = A @ W^T + R in one kernel (the add in the epilogue)  launch_linear_residual
+//   gemm_decode     small M (<= kDecodeMaxM): W streamed once, split over K across a cluster,
+//                   partial sums reduced through distributed shared memory, sm_90a
+//                                                                         launch_gemm_decode
+// A launcher returns a Status whose message names the violated requirement when it refuses
+// (e.g. TMA's 16-byte row alignment: K * element size % 16 == 0), or the CUDA error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "../common/dtype.h"
+
+namespace sk::gemm {
+
+struct Status {
+  cudaError_t code = cudaSuccess;
+  std::string message;  // empty when ok
+  bool ok() const { return code == cudaSuccess && message.empty(); }
+};
+
+inline Status ok() { return {}; }
+inline Status fail(const std::string& message, cudaError_t code = cudaErrorInvalidValue) {
+  return {code, message};
+}
+inline Status from_cuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return {};
+  return {e, std::string(what) + ": " + cudaGetErrorString(e)};
+}
+
+// C[M, N] = A[M, K] @ W[N, K]^T (+ R[M, N] for linear_residual).
+struct MatmulArgs {
+  const void* a = nullptr;
+  const void* w = nullptr;
+  void* c = nullptr;
+  const void* residual = nullptr;  // linear_residual only
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldw = 0, ldc = 0, ldr = 0;
+};
+
+// Named tile configurations of the wgmma kernels: BM x BN tile, pipeline stages, CTAs per cluster
+// (2: the pair shares W's tile through TMA multicast). kAuto picks by shape and device.
+enum class WgmmaConfig : int {
+  kAuto = 0,
+  k128x256_s4_c2 = 1,  // 4 stages; C staged through smem in two 128-column halves
+  k128x256_s3_c2 = 2,  // 3 stages; C staged whole
+  k128x256_s4_c1 = 3,
+  k128x256_s3_c1 = 4,
+  k128x128_s6_c2 = 5,
+  k128x128_s6_c1 = 6,
+  kDirectStore = 7,    // 128x128, C written from registers (any N, any alignment of C)
+};
+constexpr int kNumWgmmaConfigs = 8;
+const char* wgmma_config_name(WgmmaConfig c);
+
+// Debug/tuning knobs; defaults are the production choices.
+struct WgmmaOptions {
+  WgmmaConfig config = WgmmaConfig::kAuto;
+  int group_m = 0;    // tile-order group height in cluster rows (0: automatic)
+  int max_ctas = 0;   // cap on the persistent grid (0: one CTA per SM)
+};
+
+// The largest M the decode (swap-AB, split-K) path handles.
+constexpr int64_t kDecodeMaxM = 64;
+
+// The variant the front door runs for this dtype, shape and device (see gemm.cu), and the call.
+const char* pick_gemm_variant(DType dt, const MatmulArgs& args);
+Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream);
+
+Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream);
+Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream);
+Status launch_hgemm_wgmma(DType dt, const MatmulArgs& args, const WgmmaOptions& options,
+                          cudaStream_t stream);
+// a, w: float8_e4m3 (1 byte); c: bf16; scale_a, scale_b: device pointers to one fp32 each
+// (nullptr: 1); C = (A @ W^T) * scale_a * scale_b.
+Status launch_gemm_fp8(const MatmulArgs& args, const float* scale_a, const float* scale_b,
+                       const WgmmaOptions& options, cudaStream_t stream);
+Status launch_linear_residual(DType dt, const MatmulArgs& args, const WgmmaOptions& options,
+                              cudaStream_t stream);
+// linear_residual through the mma.sync kernel (what launch_linear_residual runs off Hopper).
+Status launch_hgemm_mma_residual(DType dt, const MatmulArgs& args, cudaStream_t stream);
+// M <= kDecodeMaxM; `split_k` 0 = automatic, else 1, 2, 4 or 8 (the cluster size).
+Status launch_gemm_decode(DType dt, const MatmulArgs& args, int split_k, cudaStream_t stream);
+
+// The current device's compute capability as major * 10 + minor (0 when unknown).
+int device_capability();
+// A refusal naming `variant` when the current device is not compute capability 9.0 (the wgmma,
+// TMA-multicast and setmaxnreg kernels exist only as sm_90a code).
+Status require_sm90(const char* variant);
+
+}  // namespace sk::gemm

@@ -1,0 +1,249 @@
+// hgemm_mma: bf16/fp16 C = A @ W^T (+ R) with mma.sync m16n8k16, for sm_80 and later.
+//
+// 128 x 256 block tile, 8 warps as 2 x 4, each warp a 64 x 64 tile (4 x 8 mma tiles, 128 fp32
+// accumulators per thread). K moves in 32-element k-tiles through a 4-stage cp.async ring.
+// Both operands are K-contiguous, which is what mma's row.col form wants: A fragments are
+// ldmatrix.x4 of [row][k] tiles, W fragments the plain (non-transposed) ldmatrix.x4 of [n][k]
+// tiles. Shared-memory rows are 64 bytes (32 elements); the 16-byte chunk index is XORed with
+// bits 7-8 of the offset (the 64B swizzle of tile/swizzle.cuh), so the 8 rows one ldmatrix
+// phase reads (and the rows cp.async writes) fall in 8 different bank groups.
+// K % 8 != 0 (rows not 16-byte aligned) takes a synchronous element-wise loader instead of
+// cp.async; the residual variant adds R in fp32 before the one rounding.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "../tile/arch.cuh"
+#include "../tile/cp_async.cuh"
+#include "../tile/mma_sync.cuh"
+#include "../tile/swizzle.cuh"
+#include "gemm.h"
+#include "gemm_common.cuh"
+
+namespace sk::gemm {
+namespace {
+
+constexpr int kBM = 128, kBN = 256, kBK = 32, kStages = 4, kThreads = 256;
+constexpr int kRowBytes = kBK * 2;                  // 64
+constexpr int kABytes = kBM * kRowBytes;            // 8 KiB per stage
+constexpr int kBBytes = kBN * kRowBytes;            // 16 KiB per stage
+constexpr int kStageBytes = kABytes + kBBytes;
+constexpr int kSmemBytes = kStages * kStageBytes;   // 96 KiB
+
+struct MmaArgs {
+  const void* a;
+  const void* w;
+  void* c;
+  const void* r;
+  int m, n, k;
+  int64_t lda, ldw, ldc, ldr;
+  int tiles_m, tiles_n;
+};
+
+__device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
+  return tile::swizzle<64>(static_cast<uint32_t>(row * kRowBytes + chunk * 16));
+}
+
+// One 16-byte chunk (8 elements) of row `row` of a [rows x K] operand, k from k0, into smem.
+template <class T, bool kVec>
+__device__ __forceinline__ void load_chunk(uint32_t dst, const T* base, int64_t ld, int row,
+                                           int rows, int k0, int k) {
+  if constexpr (kVec) {
+    const bool valid = row < rows && k0 < k;
+    const T* src = base + static_cast<int64_t>(valid ? row : 0) * ld + (valid ? k0 : 0);
+    tile::cp_async_16(dst, src, valid);
+  } else {
+    uint16_t v[8];
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(base) + static_cast<int64_t>(row) * ld;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = (row < rows && k0 + e < k) ? src[k0 + e] : uint16_t{0};
+    const uint4 pack = make_uint4(v[0] | (uint32_t(v[1]) << 16), v[2] | (uint32_t(v[3]) << 16),
+                                  v[4] | (uint32_t(v[5]) << 16), v[6] | (uint32_t(v[7]) << 16));
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(pack.x), "r"(pack.y),
+                 "r"(pack.z), "r"(pack.w)
+                 : "memory");
+  }
+}
+
+template <class T, bool kVec>
+__device__ __forceinline__ void load_stage(const MmaArgs& p, uint32_t stage, int m0, int n0,
+                                           int kt) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const T* a = static_cast<const T*>(p.a);
+  const T* w = static_cast<const T*>(p.w);
+#pragma unroll
+  for (int i = 0; i < kABytes / 16 / kThreads; ++i) {
+    const int c = tid + i * kThreads, row = c / 4, q = c % 4;
+    load_chunk<T, kVec>(stage + tile_offset(row, q), a, p.lda, m0 + row, p.m, kt * kBK + 8 * q, p.k);
+  }
+#pragma unroll
+  for (int i = 0; i < kBBytes / 16 / kThreads; ++i) {
+    const int c = tid + i * kThreads, row = c / 4, q = c % 4;
+    load_chunk<T, kVec>(stage + kABytes + tile_offset(row, q), w, p.ldw, n0 + row, p.n,
+                        kt * kBK + 8 * q, p.k);
+  }
+}
+
+template <class T, bool kVec, bool kResidual>
+__global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p) {
+  extern __shared__ uint4 smem_u4[];
+  const uint32_t smem = tile::smem_addr(smem_u4);
+  int tm, tn;
+  grouped_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n, 8, tm, tn);
+  const int m0 = tm * kBM, n0 = tn * kBN;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int wm = warp / 4, wn = warp % 4;   // 64-row x 64-column warp tile
+  const int num_kt = (p.k + kBK - 1) / kBK;
+
+  float acc[4][8][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    }
+  }
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_kt) load_stage<T, kVec>(p, smem + s * kStageBytes, m0, n0, s);
+    tile::cp_async_commit();
+  }
+  for (int kt = 0; kt < num_kt; ++kt) {
+    tile::cp_async_wait<kStages - 2>();
+    __syncthreads();  // k-tile kt landed for everyone; everyone is done with kt - 1
+    const int next = kt + kStages - 1;
+    if (next < num_kt) load_stage<T, kVec>(p, smem + (next % kStages) * kStageBytes, m0, n0, next);
+    tile::cp_async_commit();
+
+    const uint32_t sa = smem + (kt % kStages) * kStageBytes;
+    const uint32_t sb = sa + kABytes;
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      uint32_t af[4][4], bf[4][4];
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        const int row = wm * 64 + mi * 16 + (lane % 16);
+        tile::ldmatrix_x4(af[mi], sa + tile_offset(row, 2 * kk + lane / 16));
+      }
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        const int row = wn * 64 + nj * 16 + (lane % 8) + 8 * (lane / 16);
+        tile::ldmatrix_x4(bf[nj], sb + tile_offset(row, 2 * kk + (lane / 8) % 2));
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) {
+          tile::mma_m16n8k16<T>(acc[mi][nb], af[mi], bf[nb / 2][2 * (nb % 2)],
+                                bf[nb / 2][2 * (nb % 2) + 1]);
+        }
+      }
+    }
+  }
+  tile::cp_async_wait<0>();
+
+  T* c = static_cast<T*>(p.c);
+  const T* r = static_cast<const T*>(p.r);
+  const bool pairs = p.n % 2 == 0 && p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 4 == 0 &&
+                     (!kResidual || (p.ldr % 2 == 0 && reinterpret_cast<uintptr_t>(r) % 4 == 0));
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = m0 + wm * 64 + mi * 16 + g + 8 * h;
+      if (row >= p.m) continue;
+      T* crow = c + static_cast<int64_t>(row) * p.ldc;
+      const T* rrow = kResidual ? r + static_cast<int64_t>(row) * p.ldr : nullptr;
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) {
+        const int col = n0 + wn * 64 + nb * 8 + 2 * t;
+        float v0 = acc[mi][nb][2 * h], v1 = acc[mi][nb][2 * h + 1];
+        if (pairs) {
+          if (col < p.n) {
+            if constexpr (kResidual) {
+              const uint32_t rv = *reinterpret_cast<const uint32_t*>(rrow + col);
+              v0 += elem_to_float(reinterpret_cast<const T*>(&rv)[0]);
+              v1 += elem_to_float(reinterpret_cast<const T*>(&rv)[1]);
+            }
+            *reinterpret_cast<uint32_t*>(crow + col) = tile::pack2<T>(v0, v1);
+          }
+        } else {
+          if (col < p.n) {
+            if constexpr (kResidual) v0 += elem_to_float(rrow[col]);
+            crow[col] = float_to_elem<T>(v0);
+          }
+          if (col + 1 < p.n) {
+            if constexpr (kResidual) v1 += elem_to_float(rrow[col + 1]);
+            crow[col + 1] = float_to_elem<T>(v1);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T, bool kResidual>
+Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
+  MmaArgs p{};
+  p.a = g.a;
+  p.w = g.w;
+  p.c = g.c;
+  p.r = g.residual;
+  p.m = static_cast<int>(g.m);
+  p.n = static_cast<int>(g.n);
+  p.k = static_cast<int>(g.k);
+  p.lda = g.lda;
+  p.ldw = g.ldw;
+  p.ldc = g.ldc;
+  p.ldr = g.ldr;
+  p.tiles_m = static_cast<int>((g.m + kBM - 1) / kBM);
+  p.tiles_n = static_cast<int>((g.n + kBN - 1) / kBN);
+  const bool vec = g.lda % 8 == 0 && g.ldw % 8 == 0 && reinterpret_cast<uintptr_t>(g.a) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(g.w) % 16 == 0;
+  auto kernel = vec ? hgemm_mma_kernel<T, true, kResidual> : hgemm_mma_kernel<T, false, kResidual>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (e != cudaSuccess) return from_cuda(e, "cudaFuncSetAttribute(shared memory)");
+  const int64_t blocks = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
+  if (blocks >= (int64_t{1} << 31)) return fail("hgemm_mma: too many tiles");
+  kernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream>>>(p);
+  return from_cuda(cudaGetLastError(), "launching hgemm_mma");
+}
+
+Status check_mma_args(const MatmulArgs& g) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return fail("M, N and K must be positive");
+  if (g.m >= (int64_t{1} << 31) || g.n >= (int64_t{1} << 31) || g.k >= (int64_t{1} << 31)) {
+    return fail("M, N and K must be below 2^31");
+  }
+  const int cc = device_capability();
+  if (cc != 0 && cc < 80) {
+    return fail("hgemm_mma needs compute capability 8.0 or later (mma.sync bf16, cp.async)",
+                cudaErrorNotSupported);
+  }
+  return ok();
+}
+
+template <bool kResidual>
+Status dispatch_mma(DType dt, const MatmulArgs& g, cudaStream_t stream) {
+  Status st = check_mma_args(g);
+  if (!st.ok()) return st;
+  if (dt == DType::kBFloat16) return run_mma<__nv_bfloat16, kResidual>(g, stream);
+  if (dt == DType::kFloat16) return run_mma<__half, kResidual>(g, stream);
+  return fail("hgemm_mma takes bfloat16 or float16 inputs");
+}
+
+}  // namespace
+
+Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream) {
+  return dispatch_mma<false>(dt, args, stream);
+}
+
+// linear_residual on GPUs without wgmma, or rows TMA cannot read (see linear_residual.cu).
+Status launch_hgemm_mma_residual(DType dt, const MatmulArgs& args, cudaStream_t stream) {
+  if (args.residual == nullptr) return fail("linear_residual needs a residual");
+  return dispatch_mma<true>(dt, args, stream);
+}
+
+}  // namespace sk::gemm

@@ -1,0 +1,27 @@
+// Transpose of the last two dims into a new contiguous tensor: launcher (plain C++).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "../common/dtype.h"
+
+namespace sk {
+
+// y[b][j][i] = x[b][i][j] for x of shape [batch, rows, cols] with element strides
+// (batch_stride, row_stride, 1); y is contiguous [batch, cols, rows].
+struct TransposeArgs {
+  DType dtype;
+  const void* x;
+  void* y;
+  int64_t batch;
+  int64_t rows;
+  int64_t cols;
+  int64_t batch_stride;
+  int64_t row_stride;
+};
+
+cudaError_t launch_transpose(const TransposeArgs& args, cudaStream_t stream);
+
+}  // namespace sk

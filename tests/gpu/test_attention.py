@@ -1,0 +1,165 @@
+"""kernels_ext attention on a CUDA GPU: every variant against an fp32 reference, LSE included.
+
+Run on the GPU machine (the wgmma variant needs an sm_90 GPU and is skipped elsewhere):
+    python -m pytest -m gpu tests/gpu/test_attention.py -x -q
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import kernels_ext  # noqa: E402
+from solbench.torch_ops.attention import attention_reference_lse  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+NORM_TOL = {torch.bfloat16: 2e-2, torch.float16: 5e-3}   # as specs/ops/attention.yaml
+LSE_TOL = 2e-3
+IS_SM90 = torch.cuda.get_device_capability() == (9, 0)
+PREFILL = ["mma"] + (["wgmma"] if IS_SM90 else [])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_library():
+    return kernels_ext.build(progress=print)
+
+
+def rand_qkv(b, h, hkv, sq, sk, d, dtype, seed=0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    mk = lambda *s: torch.randn(*s, device=DEV, generator=g, dtype=torch.float32).to(dtype)  # noqa: E731
+    return mk(b, h, sq, d), mk(b, hkv, sk, d), mk(b, hkv, sk, d)
+
+
+def poison(*shapes_dtypes):
+    """Leave NaN in the caching allocator's next blocks of these sizes, so an output element a
+    kernel forgets to write shows up as NaN."""
+    for shape, dtype in shapes_dtypes:
+        t = torch.full(shape, float("nan"), device=DEV, dtype=dtype)
+        del t
+
+
+def check(variant, b, h, hkv, sq, sk, d, causal, dtype, scale=None, seed=0):
+    q, k, v = rand_qkv(b, h, hkv, sq, sk, d, dtype, seed)
+    poison(((b, h, sq, d), dtype), ((b, h, sq), torch.float32))
+    o, lse = kernels_ext.attention_lse(q, k, v, causal, scale, variant)
+    ref_o, ref_lse = attention_reference_lse(q.float(), k.float(), v.float(), is_causal=causal, scale=scale)
+    what = f"{variant} B{b} H{h} KV{hkv} SQ{sq} SK{sk} D{d} causal={causal} {dtype}"
+    assert o.shape == q.shape and o.dtype == dtype and lse.shape == (b, h, sq) and lse.dtype == torch.float32
+    assert not torch.isnan(o).any(), f"{what}: NaN in o (unwritten or bad math)"
+    denom = ref_o.norm().item()
+    err = (o.float() - ref_o).norm().item() / (denom if denom > 0 else 1.0)
+    assert err <= NORM_TOL[dtype], f"{what}: normwise error {err:.3g} > {NORM_TOL[dtype]}"
+    empty = torch.isneginf(ref_lse)
+    assert torch.equal(torch.isneginf(lse), empty), f"{what}: lse is -inf on other rows than the reference"
+    assert (o[empty] == 0).all(), f"{what}: rows that see no key must be 0"
+    if (~empty).any():
+        lse_err = (lse[~empty] - ref_lse[~empty]).abs().max().item()
+        assert lse_err <= LSE_TOL, f"{what}: lse error {lse_err:.3g}"
+
+
+SEQ = [1, 17, 1000, 4097]
+
+
+@pytest.mark.parametrize("variant", PREFILL)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", SEQ)
+def test_prefill_square(variant, d, causal, seq):
+    check(variant, 1, 4, 4, seq, seq, d, causal, torch.bfloat16, seed=seq)
+
+
+@pytest.mark.parametrize("variant", PREFILL)
+@pytest.mark.parametrize("sq,sk", [(17, 1000), (1000, 17), (1, 4097), (4097, 1000), (100, 1000), (333, 334)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_prefill_query_and_key_lengths_differ(variant, sq, sk, causal):
+    check(variant, 2, 2, 2, sq, sk, 128, causal, torch.bfloat16)
+
+
+@pytest.mark.parametrize("variant", PREFILL + ["decode"])
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention(variant, ratio, causal):
+    sq = 16 if variant == "decode" else 300
+    check(variant, 2, 8, 8 // ratio, sq, 1000, 128, causal, torch.bfloat16)
+
+
+@pytest.mark.parametrize("variant", PREFILL + ["decode"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_float16(variant, d):
+    check(variant, 1, 8, 2, 16 if variant == "decode" else 1000, 1000, d, True, torch.float16)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("sq", [1, 2, 7, 16])
+@pytest.mark.parametrize("sk", [1, 17, 1000, 4097, 70000])
+@pytest.mark.parametrize("causal", [False, True])
+def test_decode(d, sq, sk, causal):
+    check("decode", 1, 8, 2, sq, sk, d, causal, torch.bfloat16, seed=sq * sk)
+
+
+def test_decode_many_rows_per_kv_head():
+    # 16 query heads per K/V head x 16 positions = 256 packed rows: two row blocks per K/V head.
+    check("decode", 1, 64, 4, 16, 3000, 128, True, torch.bfloat16)
+
+
+@pytest.mark.parametrize("variant", PREFILL + ["decode"])
+def test_explicit_scale_and_no_keys(variant):
+    check(variant, 1, 4, 4, 16, 500, 64, False, torch.bfloat16, scale=0.05)
+    q = torch.randn(1, 4, 5, 64, device=DEV, dtype=torch.bfloat16)
+    kv = torch.empty(1, 4, 0, 64, device=DEV, dtype=torch.bfloat16)
+    o, lse = kernels_ext.attention_lse(q, kv, kv, False, None, variant)
+    assert (o == 0).all() and torch.isneginf(lse).all()
+
+
+def test_attention_picks_a_variant_and_matches_lse_output():
+    q, k, v = rand_qkv(2, 8, 2, 300, 600, 128, torch.bfloat16)
+    o = kernels_ext.attention(q, k, v, causal=True)
+    o2, _ = kernels_ext.attention_lse(q, k, v, True)
+    assert torch.equal(o, o2)
+    for name in ("flash_attention_mma", "attention_decode") + (("flash_attention_wgmma",) if IS_SM90 else ()):
+        qq = q[:, :, :16].contiguous() if name == "attention_decode" else q
+        out = getattr(kernels_ext, name)(qq, k, v, causal=True)
+        ref = attention_reference_lse(qq.float(), k.float(), v.float(), is_causal=True)[0]
+        assert ((out.float() - ref).norm() / ref.norm()).item() <= NORM_TOL[torch.bfloat16], name
+
+
+def test_bad_inputs_name_the_problem():
+    q = torch.randn(1, 4, 8, 64, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="head dim D must be 64 or 128, got 96"):
+        kernels_ext.attention(*(torch.randn(1, 4, 8, 96, device=DEV, dtype=torch.bfloat16),) * 3)
+    with pytest.raises(ValueError, match="the 3 key/value heads must divide the 4 query heads"):
+        kv = torch.randn(1, 3, 8, 64, device=DEV, dtype=torch.bfloat16)
+        kernels_ext.flash_attention_mma(q, kv, kv)
+    with pytest.raises(TypeError, match="k has dtype float16 but q has bfloat16"):
+        kernels_ext.attention(q, q.half(), q)
+    with pytest.raises(ValueError, match="q must be contiguous"):
+        kernels_ext.attention(q.transpose(2, 3), q, q)
+    with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+        kernels_ext.attention(q, q, q, scale=-1.0)
+    with pytest.raises(ValueError, match="decode needs a query length SQ of 1 to 16"):
+        kernels_ext.attention_decode(torch.randn(1, 4, 32, 64, device=DEV, dtype=torch.bfloat16), q, q)
+    # The compiled op checks too (the AOT .so loaded elsewhere has no Python wrapper).
+    with pytest.raises((RuntimeError, ValueError), match="head dim D must be 64 or 128"):
+        torch.ops.solbench_kernels.attention(*(torch.randn(1, 4, 8, 32, device=DEV, dtype=torch.bfloat16),) * 3)
+
+
+@pytest.mark.skipif(IS_SM90, reason="only below sm_90 does flash_wgmma refuse the device")
+def test_wgmma_refuses_older_devices():
+    q = torch.randn(1, 2, 8, 64, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="flash_wgmma needs an sm_90 GPU"):
+        kernels_ext.flash_attention_wgmma(q, q, q)
+
+
+def test_large_case_against_sdpa():
+    """A size the speed targets use, against cuDNN/FlashAttention (a full fp32 reference is slow)."""
+    q, k, v = rand_qkv(2, 16, 16, 4096, 4096, 128, torch.bfloat16)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).float()
+    for variant in PREFILL:
+        o, _ = kernels_ext.attention_lse(q, k, v, True, None, variant)
+        err = ((o.float() - ref).norm() / ref.norm()).item()
+        assert err <= 1e-2, f"{variant}: {err:.3g} from SDPA"

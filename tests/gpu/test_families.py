@@ -1,0 +1,351 @@
+"""Issue 15's kernel families on a CUDA GPU, through kernels_ext: odd sizes, bad input, exactness.
+
+Run on the GPU machine:
+    python -m pytest -m gpu tests/gpu/test_families.py -q
+Every output is checked against a float64 reference, bit for bit where the op is exact (transpose,
+embedding, fp8 casts, histogram counts) and index for index against torchvision.ops.nms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import kernels_ext  # noqa: E402
+from solbench.torch_ops import histogram as Hs  # noqa: E402
+from solbench.torch_ops import loss as L  # noqa: E402
+from solbench.torch_ops import nms as Nm  # noqa: E402
+from solbench.torch_ops import quant as Q  # noqa: E402
+from solbench.torch_ops import rope as R  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+UNIT = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_library():
+    return kernels_ext.build(progress=print)
+
+
+def g(seed: int = 0) -> torch.Generator:
+    return torch.Generator(device=DEV).manual_seed(seed)
+
+
+def rand(*shape, dtype=torch.float32, seed=0, scale=1.0):
+    x = torch.randn(*shape, device=DEV, generator=g(seed)) * scale
+    return torch.where(x.abs() < 1e-2 * scale, torch.full_like(x, 1e-2 * scale), x).to(dtype)
+
+
+def poison_next(shape, dtype):
+    """Leave NaN (or 0xff bytes) in the caching allocator's next block of this size, so an output element
+    a kernel forgets to write shows."""
+    t = torch.empty(shape, device=DEV, dtype=dtype)
+    (t.fill_(float("nan")) if t.is_floating_point() and t.element_size() > 1 else t.view(torch.uint8).fill_(255))
+    del t
+
+
+def assert_within(out, ref, atol, rtol, what=""):
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    o = out.double()
+    assert torch.isfinite(o).all(), f"{what}: non-finite outputs (unwritten?)"
+    excess = (o - ref).abs() - (atol + rtol * ref.abs())
+    assert float(excess.max()) <= 0, f"{what}: {int((excess > 0).sum())} elements outside the bound"
+
+
+def assert_same_bits(out, ref, what=""):
+    assert out.shape == ref.shape and out.dtype == ref.dtype, f"{what}: {out.shape} {out.dtype} vs {ref.dtype}"
+    o, r = out.contiguous().view(-1).view(torch.uint8), ref.contiguous().view(-1).view(torch.uint8)
+    bad = int((o != r).sum())
+    assert bad == 0, f"{what}: {bad} of {r.numel()} bytes differ"
+
+
+# ----------------------------------------------------------------------------- rope
+ROPE_SHAPES = [(1, 1, 1, 2), (5, 3, 1, 6), (64, 4, 2, 72), (1031, 7, 3, 80), (300, 8, 8, 128)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize("shape", ROPE_SHAPES, ids=str)
+def test_rope_against_float64(dtype, neox, shape):
+    T, H, KH, D = shape
+    u = UNIT[dtype]
+    q, k = rand(T, H, D, dtype=dtype, seed=1), rand(T, KH, D, dtype=dtype, seed=2)
+    cs = R.cos_sin_cache((T, D), dtype, g(3), DEV)
+    ref = R.rope_reference(q.double(), k.double(), cs.double(), neox)
+    poison_next(q.shape, dtype)
+    out = kernels_ext.rope(q, k, cs, neox)
+    for o, r, name in zip(out, ref, "qk"):
+        # fp32 math, one rounding: within an output rounding plus fp32 noise of the pair's length
+        assert_within(o, r, atol=8 * 2.0 ** -24, rtol=1.01 * u, what=name)
+    qi, ki = q.clone(), k.clone()
+    assert kernels_ext.rope_inplace(qi, ki, cs, neox) is None
+    assert torch.equal(qi, out[0]) and torch.equal(ki, out[1])
+
+
+@pytest.mark.parametrize("neox", [True, False], ids=["neox", "gptj"])
+def test_rope_in_place_on_slices_of_a_fused_projection(neox):
+    T, H, KH, D = 257, 8, 2, 128
+    qkv = rand(T, H + 2 * KH, D, dtype=torch.bfloat16, seed=4)
+    cs = R.cos_sin_cache((T, D), torch.bfloat16, g(5), DEV)
+    v = qkv[:, H + KH:].clone()
+    q, k = qkv[:, :H], qkv[:, H:H + KH]
+    ref = R.rope_reference(q.double(), k.double(), cs.double(), neox)
+    kernels_ext.rope_inplace(q, k, cs, neox)
+    assert_within(q, ref[0], 8 * 2.0 ** -24, 1.01 * 2.0 ** -8, "q")
+    assert_within(k, ref[1], 8 * 2.0 ** -24, 1.01 * 2.0 ** -8, "k")
+    assert torch.equal(qkv[:, H + KH:], v), "v must stay untouched"
+    out = kernels_ext.rope(qkv[:, :H], qkv[:, H:H + KH], cs, neox)     # strided inputs, fresh outputs
+    assert out[0].is_contiguous()
+
+
+def test_rope_rejects_bad_input():
+    q, k, cs = rand(4, 2, 8), rand(4, 1, 8), rand(4, 8)
+    with pytest.raises(ValueError, match="even"):
+        kernels_ext.rope(rand(4, 2, 7), rand(4, 1, 7), rand(4, 7))
+    with pytest.raises(TypeError, match="dtype"):
+        kernels_ext.rope(q, k.bfloat16(), cs)
+    with pytest.raises(ValueError, match="contiguous in its last dim"):
+        kernels_ext.rope(rand(4, 8, 2).transpose(1, 2), k, cs)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        kernels_ext.rope_inplace(rand(4, 1, 8).expand(4, 2, 8), k, cs)
+
+
+# ----------------------------------------------------------------------------- transpose
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (33, 1), (63, 65), (4095, 4097), (1024, 1024), (3, 129, 1000),
+                                   (2, 3, 64, 96), (5, 1, 1)], ids=str)
+def test_transpose_is_exact(dtype, shape):
+    x = rand(*shape, dtype=dtype, seed=6)
+    poison_next((*shape[:-2], shape[-1], shape[-2]), dtype)
+    assert torch.equal(kernels_ext.transpose(x), x.transpose(-2, -1).contiguous())
+
+
+def test_transpose_of_strided_and_misaligned_views():
+    big = rand(300, 1030, dtype=torch.bfloat16, seed=7)
+    for view in (big[:, 3:1003], big[:, :512], big[1:, 1:].t()):
+        assert torch.equal(kernels_ext.transpose(view), view.transpose(-2, -1).contiguous())
+
+
+# ----------------------------------------------------------------------------- cross-entropy
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("n, v", [(1, 1), (3, 7), (1000, 4096), (129, 50257), (8, 262144), (64, 262147)], ids=str)
+def test_cross_entropy_against_float64(dtype, n, v):
+    logits = rand(n, v, dtype=dtype, seed=8, scale=2.0)
+    full = torch.randint(0, v, (n,), device=DEV, generator=g(9))
+    ignored = torch.where(torch.rand(n, device=DEV, generator=g(10)) < 0.2, torch.full_like(full, -100), full)
+    ignored[0] = full[0]                       # at least one row counts
+    tol = dict(atol=1e-5, rtol=2e-5)           # fp32 math whatever the dtype of the logits
+    ref_rows = L.cross_entropy_reference(logits.double(), full, reduction="none")
+    out = kernels_ext.cross_entropy_rows(logits, full)
+    assert out.dtype == torch.float32
+    assert_within(out, ref_rows, what="rows", **tol)
+    assert_within(kernels_ext.cross_entropy_rows(logits, ignored),
+                  L.cross_entropy_reference(logits.double(), ignored, reduction="none"), what="rows, ignored", **tol)
+    for red in ("mean", "sum"):
+        assert_within(kernels_ext.cross_entropy(logits, ignored, -100, red),
+                      L.cross_entropy_reference(logits.double(), ignored, reduction=red), what=red, **tol)
+
+
+def test_cross_entropy_edge_cases():
+    logits = rand(6, 300, seed=11)
+    tgt = torch.randint(0, 300, (6,), device=DEV, generator=g(12))
+    tgt[2] = 300                                # out of range: NaN, never a read out of bounds
+    rows = kernels_ext.cross_entropy_rows(logits, tgt)
+    assert bool(rows[2].isnan()) and bool(rows[torch.arange(6, device=DEV) != 2].isfinite().all())
+    assert bool(kernels_ext.cross_entropy(logits, tgt).isnan())
+    assert bool(kernels_ext.cross_entropy(logits, torch.full_like(tgt, -100)).isnan())   # like PyTorch
+    custom = torch.where(tgt == 300, torch.full_like(tgt, 5), tgt)
+    ref = F.cross_entropy(logits.double(), custom, ignore_index=int(custom[0]))
+    assert float(kernels_ext.cross_entropy(logits, custom, int(custom[0]))) == pytest.approx(float(ref), rel=2e-5)
+    empty = kernels_ext.cross_entropy(rand(0, 10), torch.zeros(0, dtype=torch.int64, device=DEV))
+    assert bool(empty.isnan())
+    with pytest.raises(TypeError, match="int64"):
+        kernels_ext.cross_entropy(logits, tgt.int())
+    with pytest.raises(ValueError, match="reduction"):
+        kernels_ext.cross_entropy(logits, tgt, -100, "none")
+
+
+# ----------------------------------------------------------------------------- embedding
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("vocab, dim, idx_shape", [(1, 1, (5,)), (1000, 1000, (4095,)), (32000, 4096, (2, 33)),
+                                                   (50257, 768, (7, 3, 5))], ids=str)
+def test_embedding_is_exact(dtype, vocab, dim, idx_shape):
+    table = rand(vocab, dim, dtype=dtype, seed=13)
+    idx = torch.randint(0, vocab, idx_shape, device=DEV, generator=g(14))
+    for check in (True, False):
+        poison_next((*idx_shape, dim), dtype)
+        assert torch.equal(kernels_ext.embedding(table, idx, check), F.embedding(idx, table))
+    strided = rand(vocab, dim + 8, dtype=dtype, seed=15)[:, 8:]
+    assert torch.equal(kernels_ext.embedding(strided, idx), F.embedding(idx, strided))
+
+
+def test_embedding_bad_indices_raise_and_never_read_out_of_bounds():
+    table = rand(100, 64, seed=16)
+    idx = torch.randint(0, 100, (4, 10), device=DEV, generator=g(17))
+    idx[1, 3], idx[3, 9] = -1, 100
+    with pytest.raises(IndexError, match=r"2 of 40 indices are out of range .* indices.flatten\(\)\[39\] = 100"):
+        kernels_ext.embedding(table, idx)
+    out = kernels_ext.embedding(table, idx, check=False)
+    bad = (idx < 0) | (idx >= 100)
+    assert bool(out[bad].isnan().all()) and torch.equal(out[~bad], F.embedding(idx[~bad], table))
+    torch.cuda.synchronize()   # the context is healthy: nothing read out of bounds
+    with pytest.raises(TypeError, match="int64"):
+        kernels_ext.embedding(table, idx.int())
+
+
+# ----------------------------------------------------------------------------- fp8
+QUANT_SHAPES = [(1, 1), (7, 3), (1000, 999), (4096, 1024), (3, 70001)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("shape", QUANT_SHAPES, ids=str)
+def test_fp8_quant_is_bit_exact_with_torch(dtype, shape):
+    x = rand(*shape, dtype=dtype, seed=18)
+    scale = Q.quant_scale((), torch.float32, g(19), DEV)
+    poison_next(shape, torch.float8_e4m3fn)
+    assert_same_bits(kernels_ext.fp8_quant(x, scale), Q.fp8_quant(x, scale), "static")
+    for o, r, what in zip(kernels_ext.fp8_quant_dynamic(x), Q.fp8_quant_dynamic(x), ("q", "scale")):
+        assert_same_bits(o, r, f"dynamic {what}")
+    for o, r, what in zip(kernels_ext.fp8_quant_rows(x), Q.fp8_quant_rows(x), ("q", "scales")):
+        assert_same_bits(o, r, f"rows {what}")
+
+
+def test_fp8_quant_misaligned_and_special_values():
+    flat = rand(1 + 4096 * 33, dtype=torch.bfloat16, seed=20)[1:].view(4096, 33)     # 2 bytes off
+    scale = Q.quant_scale((), torch.float32, g(21), DEV)
+    assert_same_bits(kernels_ext.fp8_quant(flat, scale), Q.fp8_quant(flat, scale))
+    specials = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 447.9, 448.0, 464.0, 1e6, -1e6, float("inf"),
+                             -float("inf"), float("nan")], device=DEV).bfloat16()
+    one = torch.ones((), device=DEV)
+    assert_same_bits(kernels_ext.fp8_quant(specials, one), Q.fp8_quant(specials, one), "specials")
+    zeros = torch.zeros(16, 16, device=DEV, dtype=torch.bfloat16)
+    for o, r in zip(kernels_ext.fp8_quant_dynamic(zeros), Q.fp8_quant_dynamic(zeros)):
+        assert_same_bits(o, r, "all zeros: amax clamped to 1e-12")
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1000, 999), (4096, 1024)], ids=str)
+def test_fp8_dequant_is_bit_exact_with_torch(shape):
+    q = Q.fp8_codes(shape, torch.float8_e4m3fn, g(22), DEV)
+    scale = Q.quant_scale((), torch.float32, g(23), DEV)
+    rows = Q.quant_scale((shape[0],), torch.float32, g(24), DEV)
+    assert_same_bits(kernels_ext.fp8_dequant(q, scale), Q.fp8_dequant(q, scale), "per tensor")
+    assert_same_bits(kernels_ext.fp8_dequant(q, rows), Q.fp8_dequant(q, rows), "per row")
+
+
+def test_fp8_rejects_bad_input():
+    x = rand(8, 8)
+    with pytest.raises(ValueError, match="one element"):
+        kernels_ext.fp8_quant(x, torch.ones(2, device=DEV))
+    with pytest.raises(TypeError, match="float32"):
+        kernels_ext.fp8_quant(x, torch.ones((), device=DEV, dtype=torch.float64))
+    with pytest.raises(ValueError, match="empty"):
+        kernels_ext.fp8_quant_dynamic(rand(0, 8))
+
+
+# ----------------------------------------------------------------------------- gemv
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("m, k, b", [(1, 1, 1), (33, 7, 2), (65536, 128, 4), (4095, 16384, 8), (1000, 1001, 3),
+                                     (777, 4096, 11), (4096, 4096, 1)], ids=str)
+def test_gemv_against_float64(dtype, m, k, b):
+    a, x = rand(m, k, dtype=dtype, seed=25), rand(b, k, dtype=dtype, seed=26)
+    ref = x.double() @ a.double().t()
+    poison_next((b, m), dtype)
+    y = kernels_ext.gemv(a, x)
+    scale = x.double().abs() @ a.double().abs().t()
+    # one output rounding plus an fp32 accumulation allowance of 8 sqrt(K) ulps of sum |a x|
+    bound = 2 * UNIT[dtype] * ref.abs() + 8 * math.sqrt(k) * 2.0 ** -24 * scale
+    assert torch.isfinite(y).all()
+    assert float(((y.double() - ref).abs() / bound).max()) <= 1.0
+
+
+def test_gemv_vector_and_strided_weights():
+    big = rand(500, 600, dtype=torch.bfloat16, seed=27)
+    a, v = big[:, 8:520], rand(512, dtype=torch.bfloat16, seed=28)
+    y = kernels_ext.gemv(a, v)
+    assert y.shape == (500,)
+    ref = a.double() @ v.double()
+    assert float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref)) < 2 ** -7
+    with pytest.raises(ValueError, match="x must have shape"):
+        kernels_ext.gemv(a, rand(2, 511, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="dtype"):
+        kernels_ext.gemv(a, v.float())
+
+
+# ----------------------------------------------------------------------------- histogram, nms
+needs_histogram = pytest.mark.skipif(not hasattr(torch.ops.solbench_kernels, "histogram"),
+                                     reason="histogram is not registered yet (kernels_ext/pending/families.yaml)")
+needs_nms = pytest.mark.skipif(not hasattr(torch.ops.solbench_kernels, "nms"),
+                               reason="nms is not registered yet (kernels_ext/pending/families.yaml)")
+
+
+@needs_histogram
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8], ids=str)
+@pytest.mark.parametrize("n, bins", [(1, 1), (17, 256), (1000003, 4096), (1 << 22, 256), (100000, 8192)], ids=str)
+def test_histogram_counts_exactly(dtype, n, bins):
+    hist = torch.ops.solbench_kernels.histogram
+    high = min(bins, 256) if dtype == torch.uint8 else bins
+    uniform = torch.randint(0, high, (n,), device=DEV, generator=g(29)).to(dtype)
+    skewed = Hs.skewed_values((n,), dtype, g(30), DEV)
+    constant = torch.full((n,), min(7, bins - 1), device=DEV, dtype=dtype)
+    for x in (uniform, skewed, constant, uniform[3:]):
+        assert torch.equal(hist(x, bins), Hs.histogram_reference(x, bins))
+
+
+@needs_histogram
+def test_histogram_ignores_out_of_range_and_rejects_bad_input():
+    hist = torch.ops.solbench_kernels.histogram
+    x = torch.randint(-50, 300, (100001,), device=DEV, generator=g(31)).int()
+    assert torch.equal(hist(x, 256), Hs.histogram_reference(x, 256))
+    with pytest.raises(ValueError, match="bins"):
+        hist(x, 0)
+    with pytest.raises(TypeError, match="uint8, int32"):
+        hist(x.float(), 256)
+
+
+@needs_nms
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000, 5000, 20000])
+@pytest.mark.parametrize("thr", [0.3, 0.5, 0.7])
+def test_nms_keeps_what_torchvision_keeps(n, thr):
+    torchvision = pytest.importorskip("torchvision")
+    boxes = Nm.detection_boxes((n, 4), torch.float32, g(32), DEV)
+    scores = Nm.scores_uniform((n,), torch.float32, g(33), DEV)
+    assert torch.equal(torch.ops.solbench_kernels.nms(boxes, scores, thr), torchvision.ops.nms(boxes, scores, thr))
+
+
+@needs_nms
+def test_nms_ties_and_bad_input():
+    torchvision = pytest.importorskip("torchvision")
+    boxes = Nm.detection_boxes((3000, 4), torch.float32, g(34), DEV)
+    scores = (torch.rand(3000, device=DEV, generator=g(35)) * 64).floor() / 64
+    assert torch.equal(torch.ops.solbench_kernels.nms(boxes, scores, 0.5), torchvision.ops.nms(boxes, scores, 0.5))
+    with pytest.raises(ValueError, match=r"\[N, 4\]"):
+        torch.ops.solbench_kernels.nms(boxes[:, :3].contiguous(), scores, 0.5)
+
+
+# ----------------------------------------------------------------------------- torch.compile
+def test_family_ops_pass_opcheck():
+    """Schemas, fakes and the CUDA impls agree (what torch.compile relies on)."""
+    from torch.library import opcheck
+
+    ops = torch.ops.solbench_kernels
+    q, k = rand(16, 4, 64, dtype=torch.bfloat16), rand(16, 2, 64, dtype=torch.bfloat16)
+    cs = R.cos_sin_cache((16, 64), torch.bfloat16, g(36), DEV)
+    logits, tgt = rand(8, 100), torch.randint(0, 100, (8,), device=DEV, generator=g(37))
+    x = rand(32, 48, dtype=torch.bfloat16)
+    for op, args in ((ops.rope, (q, k, cs, True)), (ops.rope_inplace, (q.clone(), k.clone(), cs, False)),
+                     (ops.transpose, (x,)), (ops.cross_entropy, (logits, tgt, -100, "mean")),
+                     (ops.cross_entropy_rows, (logits, tgt, -100)),
+                     (ops.embedding, (x, torch.randint(0, 32, (5,), device=DEV), False)),
+                     (ops.fp8_quant_rows, (x,)), (ops.fp8_quant_dynamic, (x,)),
+                     (ops.gemv, (x, rand(3, 48, dtype=torch.bfloat16)))):
+        opcheck(op, args)

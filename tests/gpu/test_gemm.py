@@ -1,0 +1,220 @@
+"""The GEMM family on a CUDA GPU, through the kernels_ext Python API, against float64.
+
+Run on the GPU machine:
+    python -m pytest -m gpu tests/gpu/test_gemm.py -q
+Every output starts poisoned with NaN (an unwritten element fails), inputs are fresh random
+normals, errors are normwise: ||out - ref|| / ||ref|| (K-long dot products make elementwise
+relative errors meaningless).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import kernels_ext  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+HOPPER = torch.cuda.get_device_capability() == (9, 0)
+needs_hopper = pytest.mark.skipif(not HOPPER, reason="wgmma/TMA kernels need compute capability 9.0")
+# The output's rounding dominates: bf16 2^-9, fp16 2^-12 per element (normwise a little less).
+TOL = {torch.float32: 2e-5, torch.bfloat16: 6e-3, torch.float16: 1.5e-3}
+HALF = [torch.bfloat16, torch.float16]
+# (M, N, K): not multiples of any tile; K % 8 == 0 so the TMA variants take them too.
+ODD = [(1, 256, 512), (33, 1000, 264), (1000, 1000, 1000), (129, 264, 4104), (77, 1000, 72),
+       (64, 128, 8), (5, 40, 16)]   # K = 8, 16: rows narrower than one 64-wide TMA box
+WGMMA_CONFIGS = ["auto", "128x256_s4_c2", "128x256_s3_c2", "128x256_s4_c1", "128x256_s3_c1",
+                 "128x128_s6_c2", "128x128_s6_c1", "direct_store"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_library():
+    return kernels_ext.build(progress=print)
+
+
+def _id(v):
+    return str(v).replace("torch.", "")
+
+
+def rand(shape, dtype, seed, scale=1.0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return (torch.randn(shape, device=DEV, generator=g) * scale).to(dtype)
+
+
+def poison(shape, dtype):
+    """Leave NaN in the caching allocator's next block of this size and dtype."""
+    t = torch.full(shape, float("nan"), device=DEV, dtype=dtype)
+    del t
+
+
+def reference(a, w, residual=None, scale=1.0):
+    ref = (a.double() @ w.double().t()) * scale
+    return ref if residual is None else ref + residual.double()
+
+
+def assert_normwise(out, ref, tol, what):
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    o = out.double()
+    assert torch.isfinite(o).all(), f"{what}: non-finite output (an element left unwritten?)"
+    err = float((o - ref).norm() / ref.norm())
+    assert err <= tol, f"{what}: normwise error {err:.3e} > {tol:.1e}"
+
+
+# ---------------------------------------------------------------------------- correctness
+
+@pytest.mark.parametrize("m,n,k", ODD + [(300, 1000, 4100), (5, 7, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, *HALF], ids=_id)
+def test_gemm_picks_a_correct_variant(m, n, k, dtype):
+    a, w = rand((m, k), dtype, 1), rand((n, k), dtype, 2)
+    poison((m, n), dtype)
+    assert_normwise(kernels_ext.gemm(a, w), reference(a, w), TOL[dtype], f"gemm {dtype} {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("m,n,k", ODD + [(1000, 1000, 4100), (3, 5, 7)])
+def test_sgemm(m, n, k):
+    a, w = rand((m, k), torch.float32, 3), rand((n, k), torch.float32, 4)
+    poison((m, n), torch.float32)
+    assert_normwise(kernels_ext.sgemm(a, w), reference(a, w), TOL[torch.float32], f"sgemm {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("m,n,k", ODD + [(1000, 1000, 4100), (3, 5, 7), (1024, 1024, 4099)])
+@pytest.mark.parametrize("dtype", HALF, ids=_id)
+def test_gemm_mma(m, n, k, dtype):
+    a, w = rand((m, k), dtype, 5), rand((n, k), dtype, 6)
+    poison((m, n), dtype)
+    assert_normwise(kernels_ext.gemm_mma(a, w), reference(a, w), TOL[dtype], f"gemm_mma {m}x{n}x{k}")
+
+
+@needs_hopper
+@pytest.mark.parametrize("config", WGMMA_CONFIGS)
+@pytest.mark.parametrize("m,n,k", ODD + [(512, 768, 1024)])
+@pytest.mark.parametrize("dtype", HALF, ids=_id)
+def test_gemm_wgmma(m, n, k, dtype, config):
+    a, w = rand((m, k), dtype, 7), rand((n, k), dtype, 8)
+    poison((m, n), dtype)
+    out = kernels_ext.gemm_wgmma(a, w, config)
+    assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_wgmma[{config}] {m}x{n}x{k}")
+
+
+@needs_hopper
+@pytest.mark.parametrize("n", [1001, 999, 6])
+def test_gemm_wgmma_any_n_through_the_direct_epilogue(n):
+    a, w = rand((65, 128), torch.bfloat16, 9), rand((n, 128), torch.bfloat16, 10)
+    poison((65, n), torch.bfloat16)
+    assert_normwise(kernels_ext.gemm_wgmma(a, w), reference(a, w), TOL[torch.bfloat16], f"N={n}")
+
+
+@needs_hopper
+def test_gemm_wgmma_large_matches_cublas_accuracy():
+    a, w = rand((2048, 2048), torch.bfloat16, 11), rand((2048, 2048), torch.bfloat16, 12)
+    ref = reference(a, w)
+    ours = float((kernels_ext.gemm_wgmma(a, w).double() - ref).norm() / ref.norm())
+    cublas = float(((a @ w.t()).double() - ref).norm() / ref.norm())
+    assert ours <= 1.5 * cublas + 1e-6, f"wgmma error {ours:.2e} vs cuBLAS {cublas:.2e}"
+
+
+@needs_hopper
+@pytest.mark.parametrize("m,n,k", [(1, 256, 512), (33, 1000, 272), (129, 264, 4112), (1000, 1000, 1008)])
+@pytest.mark.parametrize("scales", [(1.0, 1.0), (3.7e-3, 2.9e-2), (150.0, 0.011)])
+def test_gemm_fp8_with_scales_far_from_one(m, n, k, scales):
+    g = torch.Generator(device=DEV).manual_seed(13)
+    a = (torch.randn((m, k), device=DEV, generator=g) * 64).clamp(-448, 448).to(torch.float8_e4m3fn)
+    w = (torch.randn((n, k), device=DEV, generator=g) * 32).clamp(-448, 448).to(torch.float8_e4m3fn)
+    sa = torch.tensor(scales[0], device=DEV)
+    sb = torch.tensor(scales[1], device=DEV)
+    poison((m, n), torch.bfloat16)
+    out = kernels_ext.gemm_fp8(a, w, sa, sb)
+    assert out.dtype == torch.bfloat16
+    ref = reference(a, w, scale=scales[0] * scales[1])
+    assert_normwise(out, ref, 6e-3, f"gemm_fp8 {m}x{n}x{k} scales {scales}")
+    # torch._scaled_mm (no fast accumulation) sets the bar: ours is as accurate
+    theirs = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    ours_err = float((out.double() - ref).norm() / ref.norm())
+    theirs_err = float((theirs.double() - ref).norm() / ref.norm())
+    assert ours_err <= 1.5 * theirs_err + 1e-6, f"fp8 error {ours_err:.2e} vs _scaled_mm {theirs_err:.2e}"
+
+
+@needs_hopper
+def test_gemm_fp8_without_scales_is_unit_scaled():
+    a = rand((64, 256), torch.float32, 14).to(torch.float8_e4m3fn)
+    w = rand((96, 256), torch.float32, 15).to(torch.float8_e4m3fn)
+    assert_normwise(kernels_ext.gemm_fp8(a, w), reference(a, w), 6e-3, "gemm_fp8 unit")
+
+
+@needs_hopper
+@pytest.mark.parametrize("split_k", [0, 1, 2, 4, 8])
+@pytest.mark.parametrize("m,n,k", [(1, 256, 512), (16, 1000, 264), (33, 777, 4104), (64, 4096, 2048)])
+@pytest.mark.parametrize("dtype", HALF, ids=_id)
+def test_gemm_decode(m, n, k, dtype, split_k):
+    a, w = rand((m, k), dtype, 16), rand((n, k), dtype, 17)
+    poison((m, n), dtype)
+    out = kernels_ext.gemm_decode(a, w, split_k)
+    assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_decode split {split_k} {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("m,n,k", ODD + [(100, 300, 4100), (77, 1001, 128)])
+@pytest.mark.parametrize("dtype", HALF, ids=_id)
+def test_linear_residual(m, n, k, dtype):
+    x, w, r = rand((m, k), dtype, 18), rand((n, k), dtype, 19), rand((m, n), dtype, 20)
+    poison((m, n), dtype)
+    out = kernels_ext.linear_residual(x, w, r)
+    assert_normwise(out, reference(x, w, r), TOL[dtype], f"linear_residual {m}x{n}x{k}")
+
+
+def test_empty_and_k_zero_shapes():
+    a, w = torch.empty((0, 8), device=DEV, dtype=torch.bfloat16), rand((16, 8), torch.bfloat16, 21)
+    assert kernels_ext.gemm(a, w).shape == (0, 16)
+    a0, w0 = torch.empty((4, 0), device=DEV), torch.empty((5, 0), device=DEV)
+    assert torch.equal(kernels_ext.sgemm(a0, w0), torch.zeros(4, 5, device=DEV))
+    x0, wk0 = torch.empty((4, 0), device=DEV, dtype=torch.float16), torch.empty((5, 0), device=DEV,
+                                                                                dtype=torch.float16)
+    r = rand((4, 5), torch.float16, 22)
+    assert torch.equal(kernels_ext.linear_residual(x0, wk0, r), r)
+
+
+# ------------------------------------------------------------------------------ bad input
+
+def test_bad_inputs_get_clear_errors():
+    a, w = rand((8, 16), torch.bfloat16, 23), rand((4, 16), torch.bfloat16, 24)
+    with pytest.raises(ValueError, match="gemm"):
+        kernels_ext.gemm(a, rand((4, 12), torch.bfloat16, 25))          # mismatched K
+    with pytest.raises(TypeError, match="dtype"):
+        kernels_ext.gemm(a, w.float())                                   # mixed dtypes
+    with pytest.raises(ValueError, match="contiguous"):
+        kernels_ext.gemm(rand((16, 8), torch.bfloat16, 26).t(), w)       # transposed view
+    with pytest.raises(ValueError, match="cuda|CUDA"):
+        kernels_ext.gemm(a.cpu(), w.cpu())
+    with pytest.raises(TypeError, match="dtype"):
+        kernels_ext.sgemm(a, w)                                          # sgemm is fp32 only
+    with pytest.raises(TypeError, match="dtype"):
+        kernels_ext.gemm_fp8(a, w)
+
+
+@needs_hopper
+def test_tma_variants_name_the_alignment_rule():
+    a, w = rand((64, 4100), torch.bfloat16, 27), rand((64, 4100), torch.bfloat16, 28)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        kernels_ext.gemm_wgmma(a, w)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        kernels_ext.gemm_decode(a, w)
+    with pytest.raises(ValueError, match="M <= 64"):
+        kernels_ext.gemm_decode(rand((65, 64), torch.bfloat16, 29), rand((8, 64), torch.bfloat16, 30))
+    with pytest.raises(ValueError, match="split_k"):
+        kernels_ext.gemm_decode(rand((8, 64), torch.bfloat16, 31), rand((8, 64), torch.bfloat16, 32), 3)
+    with pytest.raises(ValueError, match="N % 8"):
+        kernels_ext.gemm_wgmma(rand((64, 64), torch.bfloat16, 33), rand((1001, 64), torch.bfloat16, 34),
+                               "128x128_s6_c1")
+    # the front door falls back instead of refusing
+    assert_normwise(kernels_ext.gemm(a, w), reference(a, w), TOL[torch.bfloat16], "gemm K=4100")
+
+
+@pytest.mark.skipif(HOPPER, reason="checks the refusal on non-Hopper GPUs")
+def test_hopper_variants_refuse_other_gpus():
+    a, w = rand((64, 64), torch.bfloat16, 35), rand((64, 64), torch.bfloat16, 36)
+    with pytest.raises(NotImplementedError, match="9.0"):
+        kernels_ext.gemm_wgmma(a, w)

@@ -1,0 +1,146 @@
+"""The GEMM family without a GPU: the generated wgmma wrappers are current, the op table entries
+and specs say what the kernels do, inputs are refused before any build, and the GPU driver's
+pure parts (tile-config names, the summary table) behave."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kernels_ext  # noqa: E402
+from kernels_ext import _build, optable  # noqa: E402
+from solbench import spec as spec_mod  # noqa: E402
+from solbench.torch_ops import gemm as gemm_ops  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GEMM_OPS = ("gemm", "sgemm", "gemm_mma", "gemm_wgmma", "gemm_fp8", "gemm_decode", "linear_residual")
+
+
+@pytest.fixture(autouse=True)
+def no_build(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("kernels_ext tried to build or load the CUDA library")
+
+    monkeypatch.setattr(_build, "build", refuse)
+    monkeypatch.setattr(_build, "_compile", refuse)
+    monkeypatch.setattr(torch.ops, "load_library", refuse)
+
+
+def _load_script(name: str):
+    path = ROOT / "scripts" / "dev" / f"{name}.py"
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    assert mod_spec.loader is not None
+    sys.modules[name] = mod   # dataclasses resolve their annotations through sys.modules
+    mod_spec.loader.exec_module(mod)
+    return mod
+
+
+def test_generated_wgmma_wrappers_are_current():
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "gen_wgmma.py"), "--check"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def test_wgmma_wrappers_name_every_accumulator_once():
+    gen = _load_script("gen_wgmma")
+    text = (ROOT / "kernels_ext" / "csrc" / "tile" / "wgmma_ops.cuh").read_text()
+    for n in gen.SHAPES_N:
+        assert f"m64n{n}k16.f32.bf16.bf16" in text and f"m64n{n}k32.f32.e4m3.e4m3" in text
+    # m64n256: 128 accumulators %0..%127, then the descriptors and the scale-d predicate
+    branch = text.split("N == 256")[1].split("N == ")[0] if "N == 256" in text else ""
+    assert '"+f"(d[127])' in branch and '"+f"(d[128])' not in branch
+
+
+def test_gemm_ops_are_in_the_table_with_their_schemas():
+    ops = {op.name: op for op in optable.load_table() if op.family == "gemm"}
+    assert set(ops) == set(GEMM_OPS)
+    assert ops["gemm_wgmma"].schema() == "gemm_wgmma(Tensor a, Tensor w, str config='auto') -> Tensor"
+    assert ops["gemm_fp8"].schema() == ("gemm_fp8(Tensor a, Tensor w, Tensor? scale_a=None, "
+                                        "Tensor? scale_b=None) -> Tensor")
+    assert ops["linear_residual"].schema() == "linear_residual(Tensor x, Tensor w, Tensor residual) -> Tensor"
+    for name in GEMM_OPS:
+        assert name in kernels_ext.OPS
+
+
+def test_wgmma_config_choices_match_the_launchers_names():
+    choices = optable.load_table()
+    op = next(o for o in choices if o.name == "gemm_wgmma")
+    config = next(a for a in op.scalars if a.name == "config")
+    header = (ROOT / "kernels_ext" / "csrc" / "gemm" / "hgemm_wgmma.cu").read_text()
+    for name in config.choices:
+        assert f'return "{name}";' in header, f"{name} is not a wgmma_config_name() of the launcher"
+    bench = _load_script("gemm_bench")
+    assert set(bench.WGMMA_CONFIGS.values()) | {"auto"} == set(config.choices)
+
+
+def _t(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape).to(dtype)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: kernels_ext.gemm(_t(8, 16), _t(4, 12)), ValueError, "kernels_ext.gemm"),
+    (lambda: kernels_ext.gemm(_t(8, 16), _t(4, 16, dtype=torch.float16)), TypeError, "dtype"),
+    (lambda: kernels_ext.gemm(_t(16, 8).t(), _t(4, 16)), ValueError, "contiguous"),
+    (lambda: kernels_ext.gemm(_t(8, 16), _t(4, 16)), ValueError, "cuda"),
+    (lambda: kernels_ext.sgemm(_t(8, 16), _t(4, 16)), TypeError, "dtype"),
+    (lambda: kernels_ext.gemm_mma(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32)),
+     TypeError, "dtype"),
+    (lambda: kernels_ext.gemm_wgmma(_t(8, 20), _t(4, 20)), ValueError, "multiple of 8"),
+    (lambda: kernels_ext.gemm_wgmma(_t(8, 16), _t(4, 16), "256x256"), ValueError, "config"),
+    (lambda: kernels_ext.gemm_decode(_t(65, 16), _t(4, 16)), ValueError, "M <= 64"),
+    (lambda: kernels_ext.gemm_decode(_t(8, 16), _t(4, 16), 3), ValueError, "split_k"),
+    (lambda: kernels_ext.gemm_fp8(_t(8, 16), _t(4, 16)), TypeError, "float8_e4m3fn"),
+    (lambda: kernels_ext.gemm_fp8(_t(8, 24, dtype=torch.float8_e4m3fn), _t(4, 24, dtype=torch.float8_e4m3fn)),
+     ValueError, "multiple of 16"),
+    (lambda: kernels_ext.linear_residual(_t(8, 16), _t(4, 16), _t(8, 5)), ValueError, "residual"),
+])
+def test_bad_inputs_are_refused_before_any_build(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    assert words.lower() in str(info.value).lower(), str(info.value)
+
+
+def test_specs_name_the_variants_with_per_call_dtypes():
+    gemm = spec_mod.load_file(ROOT / "specs" / "ops" / "gemm.yaml")
+    impls = {c.name: c for c in gemm.impls}
+    assert impls["hgemm_wgmma"].dtypes == ("bfloat16", "float16")
+    assert impls["fp8_wgmma"].dtypes == ("float8_e4m3fn",)
+    assert impls["sgemm_fp32"].dtypes == ("float32",)
+    compiled = next(c for c in gemm.baselines if c.name == "compiled")
+    assert compiled.compile and compiled.compile_options["mode"] == "max-autotune"
+    assert [tuple(c.values()) for c in gemm.cases][1:] == [
+        (4096, 4096, 4096), (8192, 8192, 8192), (4096, 8192, 8192), (16, 8192, 8192)]
+    lr = spec_mod.load_file(ROOT / "specs" / "ops" / "linear_residual.yaml")
+    assert {c.name for c in lr.baselines} == {"unfused", "addmm"}
+    # fused bytes: x, w and residual read once, out written once
+    env = {"M": 4, "N": 8, "K": 16}
+    assert lr.bytes_for("bfloat16", env) == 2 * (4 * 16 + 8 * 16 + 4 * 8 + 4 * 8)
+
+
+def test_linear_residual_baselines_agree_with_the_reference():
+    x, w, r = torch.randn(33, 64, dtype=torch.float64), torch.randn(48, 64, dtype=torch.float64), \
+        torch.randn(33, 48, dtype=torch.float64)
+    ref = gemm_ops.linear_residual_reference(x, w, r)
+    assert torch.allclose(gemm_ops.linear_then_add(x, w, r), ref)
+    assert torch.allclose(gemm_ops.linear_addmm(x, w, r), ref)
+    assert not torch.allclose(ref, x @ w.t())          # the residual really is added
+
+
+def test_bench_summary_lists_timings_and_failures_only():
+    bench = _load_script("gemm_bench")
+    rec = bench.Record
+    rows = [vars(rec("wgmma", "hgemm_wgmma", "bfloat16", 8192, 8192, 8192, "auto", True, 1e-3, 1.5,
+                     733.0, "cublas", 1.6, 1.07)),
+            vars(rec("wgmma", "hgemm_wgmma", "bfloat16", 33, 1000, 264, "auto", True, 1e-3)),
+            vars(rec("fp8", "fp8_wgmma", "float8_e4m3fn", 1, 256, 512, "auto", False, 0.5))]
+    table = bench.summary_table(rows)
+    assert "8192x8192x8192" in table and "1.07x" in table
+    assert "33x1000x264" not in table          # a passing correctness-only row is not listed
+    assert "1x256x512" in table and "NO" in table
