@@ -20,7 +20,7 @@ echo "== timers"; timeout 150 python3 scripts/timer_agreement.py "$W/timers.json
 echo "== A/A and slowed"
 for run in a b; do timeout 150 solbench run --ops softmax,gemm --impls eager --json "$W/aa_$run.json" > "$W/aa_$run.log" 2>&1; done
 timeout 150 solbench run --ops softmax,gemm --impls eager --specs scripts/slowed --json "$W/slowed.json" > "$W/slowed.log" 2>&1
-python3 scripts/aa_check.py "$W/aa_a.json" "$W/aa_b.json" > "$W/aa_check.txt" 2>&1; tail -3 "$W/aa_check.txt"
+solbench compare --aa "$W/aa_a.json" "$W/aa_b.json" > "$W/aa_check.txt" 2>&1; tail -3 "$W/aa_check.txt"
 solbench compare "$W/aa_a.json" "$W/aa_b.json" --markdown "$W/compare_aa.md" > "$W/compare_aa.txt" 2>&1; echo "A/A compare rc=$?"
 solbench compare "$W/aa_a.json" "$W/slowed.json" --markdown "$W/compare_slowed.md" > "$W/compare_slowed.txt" 2>&1; echo "slowed compare rc=$?"
 grep -E "SLOWER|FASTER" "$W/compare_slowed.txt" | head

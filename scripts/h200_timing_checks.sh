@@ -15,4 +15,4 @@ for run in a b; do
   timeout 150 solbench run --ops softmax,gemm --impls eager --json "$OUT/aa_$run.json" > "$OUT/aa_$run.log" 2>&1
   tail -4 "$OUT/aa_$run.log"
 done
-python3 scripts/aa_check.py "$OUT/aa_a.json" "$OUT/aa_b.json"
+solbench compare --aa "$OUT/aa_a.json" "$OUT/aa_b.json"

@@ -26,7 +26,10 @@ from solbench.errors import UserError
 from solbench.hardware import DeviceInfo, probe_device
 from solbench.jsonio import write_json_atomic
 from solbench.measure import TimingConfig, measure
-from solbench.measure.throughput import best_batched_cuda_s, best_call_wall_s
+from solbench.measure.throughput import BestTime, best_batched_cuda_s, relative_spread, spread_of
+# The CPU's ceilings live in their own module; these names are part of calibrate's interface.
+from solbench.cpu_ceilings import (BUSY, CPU_CACHE_MULTIPLE, cpu_bandwidth_bytes, cpu_chunk_bytes,  # noqa: F401
+                                   measure_cpu, measure_cpu_bandwidth)
 from solbench.telemetry import ClockMonitor
 
 if TYPE_CHECKING:  # peaks.py runs calibrations: importing it here would be a circle
@@ -42,11 +45,6 @@ L2_FRACTION = 0.25                   # L2 working set = L2 size x this
 L2_READ_PASSES = 64                  # the L2 read kernel sweeps its buffer this many times
 MATMUL_N_GPU = 8192
 SINGLE_CALL_BUDGET_S = 0.5           # matmuls: time spent timing single calls with solbench's timer
-CPU_COPY_BYTES = 128 * 2**20
-CPU_MATMUL_N = 1024
-QUICK_CPU_COPY_BYTES = 8 * 2**20
-QUICK_CPU_MATMUL_N = 128
-CPU_MATMUL_CALL_S = 0.15             # CPU matmuls are sized to take about this long per call
 
 
 # ---------------------------------------------------------------- GPU
@@ -104,7 +102,7 @@ def _dram(dev: Any, what: str, size: int, timer: PerCall) -> Measured:
         dst = torch.empty(numel, device=dev)
         t = timer(lambda: dst.fill_(1.5))
         work = float(dst.numel() * 4)
-    return Measured(what=what, unit="B/s", size=size, work=work, best_s=t, rate=work / t)
+    return Measured(what=what, unit="B/s", size=size, work=work, best_s=t, rate=work / t, spread=spread_of(t))
 
 
 def _l2_read(dev: Any, size: int, timer: PerCall) -> Measured:
@@ -117,7 +115,7 @@ def _l2_read(dev: Any, size: int, timer: PerCall) -> Measured:
     t = timer(lambda: torch.sum(view, dim=1))
     work = float(L2_READ_PASSES * src.numel() * 4)
     return Measured(what="l2_read", unit="B/s", size=size, work=work, best_s=t, rate=work / t,
-                    note=f"sum over a {L2_READ_PASSES}x stride-0 view of one buffer")
+                    note=f"sum over a {L2_READ_PASSES}x stride-0 view of one buffer", spread=spread_of(t))
 
 
 def _l2_copy(dev: Any, size: int, timer: PerCall) -> Measured | None:
@@ -143,7 +141,7 @@ def _l2_copy(dev: Any, size: int, timer: PerCall) -> Measured | None:
     t = timer(graph.replay)
     work = float(copies * 2 * src.numel() * 4)
     return Measured(what="l2_copy", unit="B/s", size=size, work=work, best_s=t, rate=work / t,
-                    note=f"{copies} copies replayed from one CUDA graph")
+                    note=f"{copies} copies replayed from one CUDA graph", spread=spread_of(t))
 
 
 def _single_call_best(fn: Thunk, l2_bytes: int | None) -> float:
@@ -155,7 +153,7 @@ def _single_call_best(fn: Thunk, l2_bytes: int | None) -> float:
     """
     config = TimingConfig(budget_s=SINGLE_CALL_BUDGET_S, cross_check=False)
     m = measure(lambda _i: fn(), "cuda", config, l2_bytes=l2_bytes)
-    return min(m.samples_s)
+    return BestTime(min(m.samples_s), relative_spread(m.samples_s))
 
 
 def _matmul_candidates(dev: Any, key: str, n: int) -> list[tuple[str, Thunk]]:
@@ -179,7 +177,7 @@ def _matmul_candidates(dev: Any, key: str, n: int) -> list[tuple[str, Thunk]]:
 
 def _matmul(dev: Any, key: str, n: int, batched: PerCall, single: PerCall | None = None) -> Measured:
     """Best rate over the candidates, each timed in batches and (when `single` is given) as single calls."""
-    best, note, failures = math.inf, "", []
+    best, note, spread, failures = math.inf, "", None, []
     with matmul_precision(key):
         for label, fn in _matmul_candidates(dev, key, n):
             try:
@@ -192,12 +190,12 @@ def _matmul(dev: Any, key: str, n: int, batched: PerCall, single: PerCall | None
                 failures.append(f"{label} failed: {exc}")
                 continue
             if t < best:
-                best, note = t, f"{label}, best {how}"
+                best, note, spread = t, f"{label}, best {how}", spread_of(t)
     if not math.isfinite(best):
         raise RuntimeError("; ".join(failures))
     flops = 2.0 * n**3
-    return Measured(what=f"matmul_{key}", unit="FLOP/s", size=n, work=flops, best_s=best, rate=flops / best,
-                    note=note)
+    return Measured(what=f"matmul_{key}", unit="FLOP/s", size=n, work=flops, best_s=float(best),
+                    rate=flops / best, note=note, spread=spread)
 
 
 def measure_gpu(device: str = "cuda", quick: bool = False, progress: Progress | None = None) -> Calibration:
@@ -240,59 +238,6 @@ def _attempt(label: str, thunk: Callable[[], Measured | None]) -> Measured | Non
     except Exception as exc:
         return Measured(what=label, unit="", size=0, work=0.0, best_s=math.inf, rate=0.0,
                         note=f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-
-
-# ---------------------------------------------------------------- CPU
-
-def measure_cpu(quick: bool = False, repeats: int = 5, progress: Progress | None = None,
-                name: str | None = None) -> Calibration:
-    """Copy/read/write bandwidth and fp32/bf16 matmul on this CPU; a few seconds (`quick`: well under one).
-
-    `name` is the CPU's name for the record (default: what the device probe reports).
-    """
-    import torch
-
-    nbytes = QUICK_CPU_COPY_BYTES if quick else CPU_COPY_BYTES
-    n = QUICK_CPU_MATMUL_N if quick else CPU_MATMUL_N
-    results: list[Measured] = []
-    # Bandwidth does not depend on the values, and torch.rand of 256 MiB alone takes over a second.
-    src = torch.empty(nbytes // 8).fill_(1.25)
-    dst = torch.empty_like(src)
-    big = torch.empty(nbytes // 4).fill_(0.75)
-    for what, fn, work in (("copy", lambda: dst.copy_(src), 2.0 * src.numel() * 4),
-                           ("read", lambda: torch.sum(big), float(big.numel() * 4)),
-                           ("write", lambda: big.fill_(1.5), float(big.numel() * 4))):
-        if progress:
-            progress(f"CPU {what} {nbytes / 2**20:.0f} MiB")
-        t = best_call_wall_s(fn, repeats)
-        results.append(Measured(what=what, unit="B/s", size=nbytes, work=work, best_s=t, rate=work / t))
-    gen = torch.Generator().manual_seed(0)
-    for key, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        if progress:
-            progress(f"CPU {key} matmul {n}^3")
-        size = _cpu_matmul_size(torch, dtype, n, gen)
-        # A CPU's best matmul rate depends on the size (cache blocking): try smaller ones too, so a
-        # benchmark of one of those sizes cannot beat the ceiling. bf16 is slow enough for one size.
-        sizes = sorted({max(64, size // 4 // 64 * 64), max(64, size // 2 // 64 * 64), size}) if key == "fp32" else [size]
-        for sz in sizes:
-            a = torch.randn(sz, sz, generator=gen).to(dtype)
-            b = torch.randn(sz, sz, generator=gen).to(dtype)
-            t = best_call_wall_s(lambda: a @ b, repeats)
-            results.append(Measured(what=f"matmul_{key}", unit="FLOP/s", size=sz, work=2.0 * sz**3, best_s=t,
-                                    rate=2.0 * sz**3 / t))
-    threads = torch.get_num_threads()
-    return assemble(results, device_kind="cpu", name=name or probe_device("cpu").name, sm_count=None, memory_bytes=None, cc=None,
-                     l2_bytes=None, driver=None, cuda=None, torch_version=torch.__version__, clocks={},
-                     quick=quick, cpu_threads=threads)
-
-
-def _cpu_matmul_size(torch: Any, dtype: Any, n_max: int, gen: Any) -> int:
-    """The largest n <= n_max whose matmul takes about CPU_MATMUL_CALL_S: bf16 without AMX is ~30x slower."""
-    probe = min(256, n_max)
-    a = torch.randn(probe, probe, generator=gen).to(dtype)
-    t = best_call_wall_s(lambda: a @ a, 3)
-    n = probe * (CPU_MATMUL_CALL_S / max(t, 1e-7)) ** (1 / 3)
-    return int(max(probe, min(n_max, n // 64 * 64)))
 
 
 def calibrate_command(device: str = "auto", folder: Path = DEFAULT_DIR, quick: bool = False,

@@ -39,6 +39,7 @@ class Measured:
     best_s: float      # best time per call
     rate: float        # work / best_s
     note: str = ""
+    spread: float | None = None   # (median - best) / median over the repeats best_s is the best of
 
 
 @dataclass
@@ -64,6 +65,10 @@ class Calibration:
     tensor: dict[str, float]
     measurements: list[dict[str, Any]] = field(default_factory=list)
     quick: bool = False
+    # Relative spread of the measurement behind each ceiling, keyed like Peaks.noise: "memory_bandwidth"
+    # (the best of copy/read/write, which peaks use), "simt.fp32", "tensor.bf16", ...
+    noise: dict[str, float] = field(default_factory=dict)
+    cpu_threads: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,8 +129,27 @@ def fingerprint_for(info: DeviceInfo) -> str:
 # ---------------------------------------------------------------- assembling the record
 
 def best_rate(results: list[Measured], *whats: str) -> float | None:
-    rates = [m.rate for m in results if m.what in whats and m.rate > 0 and math.isfinite(m.rate)]
-    return max(rates) if rates else None
+    best = best_measurement(results, *whats)
+    return best.rate if best else None
+
+
+def best_measurement(results: list[Measured], *whats: str) -> Measured | None:
+    usable = [m for m in results if m.what in whats and m.rate > 0 and math.isfinite(m.rate)]
+    return max(usable, key=lambda m: m.rate) if usable else None
+
+
+def _noise(results: list[Measured], simt: dict[str, float], tensor: dict[str, float]) -> dict[str, float]:
+    """The spread of the measurement behind each ceiling (docs/RESULTS.md, peaks.noise)."""
+    out: dict[str, float] = {}
+    bandwidth = best_measurement(results, "copy", "read", "write")
+    if bandwidth and bandwidth.spread is not None:
+        out["memory_bandwidth"] = bandwidth.spread
+    for unit, table in (("simt", simt), ("tensor", tensor)):
+        for key in table:
+            m = best_measurement(results, f"matmul_{key}")
+            if m and m.spread is not None:
+                out[f"{unit}.{key}"] = m.spread
+    return out
 
 
 def assemble(results: list[Measured], *, device_kind: str, name: str, sm_count: int | None,
@@ -141,11 +165,10 @@ def assemble(results: list[Measured], *, device_kind: str, name: str, sm_count: 
             key = m.what.removeprefix("matmul_")
             matmul[key] = max(m.rate, matmul.get(key, 0.0))
     if device_kind == "cpu":
-        # No tensor cores: elementwise and matmul work share the vector units; the fastest precision
-        # is the ceiling for all, so that no precision can beat its own ceiling.
-        best = max(matmul.values())
-        simt = {"fp32": best}
-        tensor = {k: best for k in ("fp32", "bf16")}
+        # Each precision as measured (fp32 on the vector units is the fp32 matmul). That no precision
+        # may beat another's ceiling is a scoring decision: peaks.measure_cpu_peaks makes it.
+        simt = {"fp32": matmul["fp32"]} if "fp32" in matmul else {}
+        tensor = dict(matmul)
     else:
         simt = {"fp32": matmul["fp32"]} if "fp32" in matmul else {}
         tensor = {k: v for k, v in matmul.items() if k in ("tf32", "bf16", "fp16", "fp8")}
@@ -157,6 +180,7 @@ def assemble(results: list[Measured], *, device_kind: str, name: str, sm_count: 
         memory_bandwidth=copy, read_bandwidth=best_rate(results, "read"), write_bandwidth=best_rate(results, "write"),
         l2_bandwidth=best_rate(results, "l2_read", "l2_copy"), simt=simt, tensor=tensor,
         measurements=[asdict(m) for m in results], quick=quick,
+        noise=_noise(results, simt, tensor), cpu_threads=cpu_threads,
     )
 
 
@@ -177,10 +201,13 @@ def comparison_rows(cal: dict[str, Any], datasheet: Peaks | None) -> list[tuple[
     add("DRAM read (GB/s)", cal.get("read_bandwidth"), sheet_bw, 1e9)
     add("DRAM write (GB/s)", cal.get("write_bandwidth"), sheet_bw, 1e9)
     add("L2 (GB/s)", cal.get("l2_bandwidth"), None, 1e9)
-    simt_label = "CUDA cores" if cal.get("device_kind") == "cuda" else "vector units"
+    if cal.get("device_kind") != "cuda":
+        # A CPU: one row per matmul precision, in GFLOP/s (a CPU's TFLOP/s rounds to 0.0).
+        for k, v in cal.get("tensor", {}).items():
+            add(f"{k} matmul (GFLOP/s)", v, None, 1e9)
+        return rows
     for k, v in cal.get("simt", {}).items():
-        add(f"{k} {simt_label} (TFLOP/s)", v, datasheet.simt.get(k) if datasheet else None, 1e12)
-    tensor_label = "tensor" if cal.get("device_kind") == "cuda" else "matmul"
+        add(f"{k} CUDA cores (TFLOP/s)", v, datasheet.simt.get(k) if datasheet else None, 1e12)
     for k, v in cal.get("tensor", {}).items():
-        add(f"{k} {tensor_label} (TFLOP/s)", v, datasheet.tensor.get(k) if datasheet else None, 1e12)
+        add(f"{k} tensor (TFLOP/s)", v, datasheet.tensor.get(k) if datasheet else None, 1e12)
     return rows

@@ -15,7 +15,15 @@ from solbench.results import Record, Run
 
 PLOTTED_STATUSES = ("ok", "invalid")
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
-MARKERS = ("o", "s", "^", "D", "v", "P", "*", "h", "<", ">")
+MARKERS = ("o", "s", "^", "D", "v", "P", "*", "h", "<", ">", "p", "d")   # never "X": that marks errors
+# The implementations every spec has get the same marker and colour in every chart; other names get
+# one derived from the name (crc32), so adding an op or an impl to a chart never re-marks the others.
+KNOWN_MARKERS = {"eager": "o", "compiled": "s", "cuda": "D", "default": "^", "math": "v", "flash": "P",
+                 "efficient": "h", "cudnn": "*", "triton": "<", "cutlass": ">"}
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#393b79", "#637939", "#8c6d31")             # tab10 and more, without the error red
+KNOWN_COLORS = {"eager": "#1f77b4", "compiled": "#ff7f0e", "cuda": "#2ca02c", "default": "#9467bd",
+                "math": "#8c564b", "flash": "#e377c2", "efficient": "#7f7f7f", "cudnn": "#bcbd22"}
 ERROR_COLOR = "#d62728"
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8e5", "int8": "i8"}
@@ -56,7 +64,31 @@ def colors_for(names: Sequence[str]) -> dict[str, Any]:
 
 
 def markers_for(names: Sequence[str]) -> dict[str, str]:
-    return {n: MARKERS[i % len(MARKERS)] for i, n in enumerate(names)}
+    """A marker per implementation from its name (KNOWN_MARKERS, else crc32 of the name)."""
+    return _by_name(names, KNOWN_MARKERS, MARKERS)
+
+
+def impl_colors(names: Sequence[str]) -> dict[str, str]:
+    """A colour per implementation from its name, the same in every chart."""
+    return _by_name(names, KNOWN_COLORS, PALETTE)
+
+
+def _by_name(names: Sequence[str], known: dict[str, str], choices: Sequence[str]) -> dict[str, str]:
+    """Known names first, then each other name at crc32(name) in `choices`, moving on to the next choice
+    only when an earlier name of this chart holds it (so two impls of one chart never look alike)."""
+    import zlib
+
+    out: dict[str, str] = {}
+    for n in sorted(set(names), key=lambda n: (n not in known, n)):
+        if n in known and known[n] not in out.values():
+            out[n] = known[n]
+            continue
+        start = zlib.crc32(n.encode()) % len(choices)
+        taken = set(out.values())
+        free = [choices[(start + k) % len(choices)] for k in range(len(choices))
+                if choices[(start + k) % len(choices)] not in taken]
+        out[n] = free[0] if free else choices[start]
+    return out
 
 
 def chart_title(runs: Sequence[Run], what: str) -> str:

@@ -1,19 +1,10 @@
-"""Compare two results files: pair records, decide a verdict per pair from raw samples, export.
+"""Compare two results files: pair records by (op, case, dtype, impl), judge each pair with the gate's
+decision rule (verdict.py: within-run, run-to-run and threshold criteria), decide the exit code.
 
-The regression gate must not cry wolf on a noisy shared GPU, so a verdict comes from the raw
-`samples_s` of both runs, never from two medians alone. The rule (see `decide`):
-
-* fewer than `MIN_SAMPLES` samples on either side            -> AMBIGUOUS
-* the (1 - alpha) bootstrap CI of the ratio new/base lies
-  inside the tolerance band [1/(1+t), 1+t]                    -> SAME (any change is below t)
-* Mann-Whitney U p < alpha and CI lower bound > 1 + t/2       -> SLOWER
-* Mann-Whitney U p < alpha and CI upper bound < 1/(1 + t/2)   -> FASTER
-* anything else                                               -> AMBIGUOUS
-
-The ratio compares *costs* (time, or time over T_SOL for `--metric sol`), so > 1 is worse.
-Requiring the whole CI above 1 + t/2 (not merely above 1) keeps a small, real change in noisy
-data from being flagged, while a change at the threshold with modest noise still is: its CI
-clears t/2 long before its point estimate could fall below the threshold by chance.
+Each record brings its own run-to-run spread (`time_s.run_to_run`: the device's noise model from
+noise_model.py, plus the clock and timer-calibration spread its run saw); records from results files
+older than that field get the default model of their device kind, and `--noise-model FILE` replaces
+the modelled part with a measured model.
 """
 
 from __future__ import annotations
@@ -22,23 +13,18 @@ import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
 from solbench.errors import UserError
+from solbench.noise_model import RunToRunModel, default_model
 from solbench.results import Record, Run, load_run
+from solbench.verdict import (ALL_THREE, AMBIGUOUS, CRITERIA, DEFAULT_ALPHA, DEFAULT_CONFIDENCE,  # noqa: F401
+                              DEFAULT_THRESHOLD, FASTER, MIN_SAMPLES, RUN_TO_RUN, SAME, SLOWER, THRESHOLD,
+                              VERDICT_ORDER, WITHIN, Verdict, decide, z_for)
 
 COMPARE_SCHEMA = "solbench.compare/1"
-
-MIN_SAMPLES = 5
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.01
-BOOTSTRAP_RESAMPLES = 2000
-
-FASTER, SLOWER, SAME, AMBIGUOUS = "FASTER", "SLOWER", "SAME", "AMBIGUOUS"
-# Worst first: the order a pull-request comment lists pairs in.
-VERDICT_ORDER = {SLOWER: 0, AMBIGUOUS: 1, SAME: 2, FASTER: 3}
 
 FAIL_ON_CHOICES = ("slower", "missing", "failed")
 METRICS = ("time", "sol")
@@ -71,72 +57,19 @@ def index_records(run: Run, source: str | Path = "") -> dict[Key, Record]:
     return out
 
 
-# ---------------------------------------------------------------- statistics
+# ---------------------------------------------------------------- pairing
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str
-    ratio: float | None  # median(new) / median(base) of the cost; > 1 means NEW is slower
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    n_base: int
-    n_new: int
-    reason: str
+class RunToRun:
+    """One record's between-run spread of its median, and where the number came from."""
 
+    spread: float
+    source: str            # the record's time_s.run_to_run_source, or the default model that filled in
 
-def bootstrap_ratio_ci(
-    base: np.ndarray, new: np.ndarray, *, level: float, resamples: int, seed: int
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of median(new) / median(base), resampling each side independently."""
-    rng = np.random.default_rng(seed)
-    med_b = np.median(base[rng.integers(0, base.size, (resamples, base.size))], axis=1)
-    med_n = np.median(new[rng.integers(0, new.size, (resamples, new.size))], axis=1)
-    tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(med_n / med_b, [tail, 1.0 - tail])
-    return float(lo), float(hi)
-
-
-def decide(
-    base: Sequence[float],
-    new: Sequence[float],
-    *,
-    threshold: float = DEFAULT_THRESHOLD,
-    alpha: float = DEFAULT_ALPHA,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = 0,
-) -> Verdict:
-    """Verdict for two samples of a cost (smaller is better); the rule is in the module docstring."""
-    from scipy.stats import mannwhitneyu
-
-    b = np.asarray(base, dtype=float)
-    n = np.asarray(new, dtype=float)
-    if not (np.all(np.isfinite(b)) and np.all(np.isfinite(n)) and np.all(b > 0) and np.all(n > 0)):
-        raise ValueError("samples must be finite and positive")
-    if b.size < MIN_SAMPLES or n.size < MIN_SAMPLES:
-        ratio = float(np.median(n) / np.median(b)) if b.size and n.size else None
-        return Verdict(AMBIGUOUS, ratio, None, None, None, int(b.size), int(n.size),
-                       f"too few samples (need {MIN_SAMPLES} on each side)")
-    ratio = float(np.median(n) / np.median(b))
-    lo, hi = bootstrap_ratio_ci(b, n, level=1.0 - alpha, resamples=resamples, seed=seed)
-    p = float(mannwhitneyu(n, b, alternative="two-sided").pvalue)
-    if math.isnan(p):  # identical constant samples: no evidence of any difference
-        p = 1.0
-    upper, lower = 1.0 + threshold, 1.0 / (1.0 + threshold)
-    half_up, half_down = 1.0 + threshold / 2.0, 1.0 / (1.0 + threshold / 2.0)
-    if lower <= lo and hi <= upper:
-        verdict, reason = SAME, f"CI within +/-{threshold:.0%}"
-    elif p < alpha and lo > half_up:
-        verdict, reason = SLOWER, f"p={p:.2g} < {alpha:g}, CI above +{threshold / 2:.1%}"
-    elif p < alpha and hi < half_down:
-        verdict, reason = FASTER, f"p={p:.2g} < {alpha:g}, CI below -{threshold / 2:.1%}"
-    else:
-        verdict, reason = AMBIGUOUS, f"p={p:.2g}, CI [{lo:.3f}, {hi:.3f}] not conclusive"
-    return Verdict(verdict, ratio, lo, hi, p, int(b.size), int(n.size), reason)
-
-
-# ---------------------------------------------------------------- pairing
+    @property
+    def is_default(self) -> bool:
+        return self.source.startswith("default")
 
 
 @dataclass(frozen=True)
@@ -146,6 +79,8 @@ class PairResult:
     metric: str
     base_value: float | None  # median time (s) or SOL
     new_value: float | None
+    base_rr: RunToRun | None = None
+    new_rr: RunToRun | None = None
 
     @property
     def name(self) -> str:
@@ -175,6 +110,7 @@ class CompareResult:
     metric: str
     threshold: float
     alpha: float
+    confidence: float
     pairs: list[PairResult]
     missing: list[Problem]  # ok in BASE, absent or not run in NEW
     failed: list[Problem]  # ok in BASE, failed/invalid/error in NEW
@@ -183,6 +119,11 @@ class CompareResult:
 
     def count(self, verdict: str) -> int:
         return sum(1 for p in self.pairs if p.verdict.verdict == verdict)
+
+    @property
+    def default_rr(self) -> int:
+        """Records whose run-to-run spread came from a default model, not a measured one."""
+        return sum(int(rr.is_default) for p in self.pairs for rr in (p.base_rr, p.new_rr) if rr is not None)
 
 
 def _samples(rec: Record, source: str, metric: str) -> np.ndarray:
@@ -201,6 +142,22 @@ def _samples(rec: Record, source: str, metric: str) -> np.ndarray:
         # Time over T_SOL is 1/SOL per sample: a cost that stays comparable across GPUs.
         arr = arr / float(t_sol)
     return arr
+
+
+def record_run_to_run(rec: Record, device_kind: str, model: RunToRunModel | None = None) -> RunToRun:
+    """A record's run-to-run spread: `time_s.run_to_run` as measured, unless `model` replaces the modelled
+    part; a record without one (an older results file) gets the default model of its device kind. The
+    clock and tare spread the run saw (telemetry.noise) are added to any model evaluated here."""
+    ts = rec.time_s or {}
+    given = ts.get("run_to_run")
+    if model is None and isinstance(given, (int, float)) and math.isfinite(given) and given >= 0:
+        return RunToRun(float(given), str(ts.get("run_to_run_source") or "record"))
+    chosen = model or default_model(device_kind)
+    seen = (rec.telemetry or {}).get("noise") or {}
+    extra = [float(seen.get(k) or 0.0) for k in ("clock", "overhead")]
+    spread = math.sqrt(chosen.spread(float(ts.get("median") or 0.0)) ** 2 + sum(x * x for x in extra))
+    source = chosen.source if model is not None else f"{chosen.source} (not in the results file)"
+    return RunToRun(spread, source)
 
 
 def _display_value(rec: Record, metric: str) -> float | None:
@@ -234,6 +191,28 @@ def check_comparable(base: Run, new: Run, metric: str, allow_cross_device: bool,
                         f"--allow-mixed-methods", file=new_path, field="peaks.source")
 
 
+@dataclass(frozen=True)
+class Settings:
+    """How pairs are judged (the flags of `solbench compare`)."""
+
+    metric: str = "time"
+    threshold: float = DEFAULT_THRESHOLD
+    alpha: float = DEFAULT_ALPHA
+    confidence: float = DEFAULT_CONFIDENCE
+    model: RunToRunModel | None = None       # replaces the records' modelled run-to-run part
+    seed: int = 0
+
+    def check(self) -> None:
+        if self.metric not in METRICS:
+            raise UserError(f"unknown metric {self.metric!r}; choose one of {', '.join(METRICS)}", field="--metric")
+        if not 0 < self.alpha < 1:
+            raise UserError(f"alpha must be in (0, 1), got {self.alpha}", field="--alpha")
+        if not 0 <= self.threshold < 1:
+            raise UserError(f"threshold must be in [0, 1), got {self.threshold}", field="--threshold")
+        if not 0.5 <= self.confidence < 1:
+            raise UserError(f"confidence must be in [0.5, 1), got {self.confidence}", field="--confidence")
+
+
 def compare_runs(
     base: Run,
     new: Run,
@@ -243,21 +222,20 @@ def compare_runs(
     metric: str = "time",
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
+    confidence: float = DEFAULT_CONFIDENCE,
+    model: RunToRunModel | None = None,
     allow_cross_device: bool = False,
     allow_mixed_methods: bool = False,
     seed: int = 0,
 ) -> CompareResult:
     """Pair BASE and NEW by (op, case, dtype, impl) and decide a verdict for each ok/ok pair."""
-    if metric not in METRICS:
-        raise UserError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}", field="--metric")
-    if not 0 < alpha < 1:
-        raise UserError(f"alpha must be in (0, 1), got {alpha}", field="--alpha")
-    if not 0 <= threshold < 1:
-        raise UserError(f"threshold must be in [0, 1), got {threshold}", field="--threshold")
+    settings = Settings(metric, threshold, alpha, confidence, model, seed)
+    settings.check()
     check_comparable(base, new, metric, allow_cross_device, allow_mixed_methods, new_path)
     b_idx, n_idx = index_records(base, base_path), index_records(new, new_path)
-    result = CompareResult(base_path, new_path, base.device, new.device, metric, threshold, alpha,
+    result = CompareResult(base_path, new_path, base.device, new.device, metric, threshold, alpha, confidence,
                            [], [], [], [k for k in n_idx if k not in b_idx], [])
+    kinds = (_device_kind(base), _device_kind(new))
     for key, brec in b_idx.items():
         nrec = n_idx.get(key)
         b_status = brec.status
@@ -273,18 +251,32 @@ def compare_runs(
         if n_status != "ok":
             result.failed.append(Problem(key, b_status, n_status, nrec.message))
             continue
-        b_s, n_s = _samples(brec, base_path, metric), _samples(nrec, new_path, metric)
-        # One seed per pair, stable across runs, so a verdict never depends on record order.
-        pair_seed = seed ^ zlib.crc32(key_name(key).encode())
-        if b_s.size == 0 or n_s.size == 0:
-            what = "t_sol_s or samples_s" if metric == "sol" else "samples_s"
-            v = Verdict(AMBIGUOUS, None, None, None, None, int(b_s.size), int(n_s.size), f"no {what}")
-        else:
-            v = decide(b_s, n_s, threshold=threshold, alpha=alpha, seed=pair_seed)
-        result.pairs.append(PairResult(key, v, metric, _display_value(brec, metric),
-                                       _display_value(nrec, metric)))
+        result.pairs.append(judge_pair(key, brec, nrec, settings, (base_path, new_path), kinds))
     result.pairs.sort(key=_worst_first)
     return result
+
+
+def _device_kind(run: Run) -> str:
+    return str(run.env.get("device_kind") or "cuda")
+
+
+def judge_pair(key: Key, brec: Record, nrec: Record, settings: Settings, paths: tuple[str, str],
+               kinds: tuple[str, str]) -> PairResult:
+    """The verdict for one pair of ok records."""
+    metric = settings.metric
+    b_s, n_s = _samples(brec, paths[0], metric), _samples(nrec, paths[1], metric)
+    b_rr = record_run_to_run(brec, kinds[0], settings.model)
+    n_rr = record_run_to_run(nrec, kinds[1], settings.model)
+    # One seed per pair, stable across runs, so a verdict never depends on record order.
+    pair_seed = settings.seed ^ zlib.crc32(key_name(key).encode())
+    if b_s.size == 0 or n_s.size == 0:
+        what = "t_sol_s or samples_s" if metric == "sol" else "samples_s"
+        v = Verdict(AMBIGUOUS, None, None, None, None, int(b_s.size), int(n_s.size), f"no {what}",
+                    decided_by="samples")
+    else:
+        v = decide(b_s, n_s, threshold=settings.threshold, alpha=settings.alpha,
+                   run_to_run=(b_rr.spread, n_rr.spread), confidence=settings.confidence, seed=pair_seed)
+    return PairResult(key, v, metric, _display_value(brec, metric), _display_value(nrec, metric), b_rr, n_rr)
 
 
 def _worst_first(p: PairResult) -> tuple[int, float]:

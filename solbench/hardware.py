@@ -34,6 +34,12 @@ class DeviceInfo:
     host: str = field(default_factory=socket.gethostname)
     clocks: dict[str, float] | None = None   # sm_mhz, mem_mhz, sm_max_mhz, mem_max_mhz, mem_bus_bits
     cpu_threads: int | None = None
+    cache_bytes: int | None = None           # CPU: all its L2 and L3 caches, each counted once (what a flush evicts)
+
+    @property
+    def flushed_cache_bytes(self) -> int | None:
+        """The cache a timer evicts before each call: the GPU's L2, or all of a CPU's caches."""
+        return self.l2_bytes if self.kind == "cuda" else self.cache_bytes
 
     @property
     def memory_gib(self) -> float | None:
@@ -56,7 +62,8 @@ def probe_device(device: str) -> DeviceInfo:
 
     common = {"torch": torch.__version__, "cuda": torch.version.cuda}
     if device == "cpu":
-        return DeviceInfo(kind="cpu", name=_cpu_name(), cpu_threads=torch.get_num_threads(), **common)
+        return DeviceInfo(kind="cpu", name=_cpu_name(), cpu_threads=torch.get_num_threads(),
+                          cache_bytes=cpu_cache_bytes(), **common)
     index = torch.device(device).index or 0
     props = torch.cuda.get_device_properties(index)
     nvml = device_facts(index)
@@ -75,3 +82,46 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_cache_bytes(root: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """Bytes of this machine's L2 and L3 caches, each physical cache counted once; None if unknown.
+
+    Linux lists every cache once per CPU that shares it (index*/shared_cpu_list); elsewhere the C
+    library's sysconf figures (one L2 per CPU, one L3) are the fallback.
+    """
+    seen: dict[tuple[str, str, str], int] = {}
+    for index in sorted(root.glob("cpu[0-9]*/cache/index[0-9]*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            shared = (index / "shared_cpu_list").read_text().strip()
+            size = _cache_size((index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if level in ("2", "3") and kind in ("Unified", "Data") and size:
+            seen[(level, kind, shared)] = size
+    if seen:
+        return sum(seen.values())
+    return _sysconf_cache_bytes()
+
+
+def _cache_size(text: str) -> int:
+    """'1024K' / '32M' / '512' -> bytes."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    if text and text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text)
+
+
+def _sysconf_cache_bytes() -> int | None:
+    import os
+
+    def conf(name: str) -> int:
+        try:
+            return max(int(os.sysconf(name)), 0)
+        except (ValueError, OSError):
+            return 0
+
+    total = conf("SC_LEVEL2_CACHE_SIZE") * (os.cpu_count() or 1) + conf("SC_LEVEL3_CACHE_SIZE")
+    return total or None

@@ -91,10 +91,14 @@ class WorkerJob:
 
 @dataclass(frozen=True)
 class ProbeJob:
-    """Find out which device `device` (auto | cpu | cuda | cuda:N) is, and measure CPU ceilings there."""
+    """Find out which device `device` (auto | cpu | cuda | cuda:N) is, and measure CPU ceilings there;
+    then check `specs` against it (solbench/preflight.py: callables import, tolerances reject zeros)."""
 
     device: str
     cache_dir: Path
+    specs: tuple[SpecSource, ...] = ()
+    seed: int = 0
+    dtypes: tuple[str, ...] | None = None      # only these dtypes' tolerances (--dtypes)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import hashlib
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -51,11 +51,19 @@ class Peaks:
     clock_mhz: float | None = None
     l2_bytes: int | None = None
     notes: str = ""
+    # Measured ceilings only: the relative spread of the measurement behind each one ("memory_bandwidth",
+    # "simt.fp32", "tensor.bf16", ...). A time that ties its ceiling within this is a tie, not SOL > 1.
+    noise: dict[str, float] = field(default_factory=dict)
 
     def compute_peak(self, unit: str, key: str) -> float | None:
         """Peak FLOP/s for `key` (fp32, bf16, ...) on `unit` (simt, tensor); None if not known."""
         table = self.tensor if unit == "tensor" else self.simt
         return table.get(key)
+
+    def noise_of(self, bound: str, unit: str | None = None, key: str | None = None) -> float:
+        """The measured spread of the ceiling a record is bound by (0 for datasheet figures)."""
+        name = "memory_bandwidth" if bound == "memory" else f"{unit}.{key}"
+        return float(self.noise.get(name) or 0.0)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +124,9 @@ def resolve(info: DeviceInfo, mode: str, cache_dir: Path, cpu_measured: Peaks | 
                             f"measured on this CPU", field="--peaks")
         if cpu_measured is None:
             raise RuntimeError("CPU peaks were not measured")
+        if cpu_measured.notes.endswith(BUSY_NOTE):
+            return cpu_measured, [f"this CPU's ceilings were {BUSY_NOTE} (other processes kept taking the CPU "
+                                  f"away): scores may be off; run again on a quieter machine"]
         return cpu_measured, []
     # at-clock = datasheet peaks; each record's compute peak is rescaled in the worker
     mode = "datasheet" if mode == "at-clock" else mode
@@ -279,9 +290,11 @@ def peaks_from_calibration(calibration: dict[str, Any], fallback: Peaks | None =
     if borrowed:
         notes += f"; from {fallback.source} peaks ({fallback.name}): {', '.join(borrowed)}"
     clocks = calibration.get("clocks") or {}
+    # Borrowed datasheet figures carry no noise: only what this calibration measured does.
+    noise = {k: float(v) for k, v in (calibration.get("noise") or {}).items() if isinstance(v, (int, float))}
     return Peaks(name=str(calibration["device"]), source="measured", memory_bandwidth=bandwidth,
                  simt=simt, tensor=tensor, clock_mhz=clocks.get("sm_mhz_max"),
-                 l2_bytes=calibration.get("l2_bytes"), notes=notes)
+                 l2_bytes=calibration.get("l2_bytes"), notes=notes, noise=noise)
 
 
 def calibrate_in_subprocess(device: str = "cuda", folder: Path = DEFAULT_DIR, quick: bool = False,
@@ -306,30 +319,51 @@ def cpu_peaks(cache_dir: Path, info: DeviceInfo) -> Peaks:
     """Measure (or reuse) this CPU's copy bandwidth and matmul rates; cached, a few seconds the first time."""
     import torch
 
-    fingerprint = hashlib.sha1(f"{info.name}|{info.cpu_threads}|{torch.__version__}".encode()).hexdigest()[:12]
-    cache = cache_dir / f"cpu-{fingerprint}.json"
+    # The method is part of the key: ceilings cached by an older way of measuring are measured again.
+    key = f"{info.name}|{info.cpu_threads}|{info.cache_bytes}|{torch.__version__}|{CPU_CEILINGS_METHOD}"
+    cache = cache_dir / f"cpu-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
     if cache.is_file():
         try:
             return Peaks(**json.loads(cache.read_text()))
         except (ValueError, TypeError):
             pass  # a stale or corrupt cache is simply measured again
-    peaks = measure_cpu_peaks(info.name)
-    write_json_atomic(cache, peaks.to_json())
+    peaks = measure_cpu_peaks(info.name, info.cache_bytes)
+    if not peaks.notes.endswith(BUSY_NOTE):   # a ceiling measured on a busy machine is used once, never kept
+        write_json_atomic(cache, peaks.to_json())
     return peaks
 
 
-def measure_cpu_peaks(name: str) -> Peaks:
-    """This CPU's ceilings, measured by `solbench calibrate`'s CPU path (copy/read/write, fp32/bf16 matmul)."""
-    from solbench.calibrate import measure_cpu
+BUSY_NOTE = "measured on a busy machine: not cached, measured again next run"
 
-    cal = measure_cpu().to_json()
+
+CPU_CEILINGS_METHOD = "2: best of windows, preempted calls out, 8x the caches"
+
+
+def measure_cpu_peaks(name: str, cache_bytes: int | None = None) -> Peaks:
+    """This CPU's ceilings, measured by `solbench calibrate`'s CPU path (copy/read/write, fp32/bf16 matmul)."""
+    from solbench.cpu_ceilings import BUSY, measure_cpu
+
+    cal = measure_cpu(name=name, cache_bytes=cache_bytes).to_json()
     bandwidth = max(b for b in (cal["memory_bandwidth"], cal.get("read_bandwidth"), cal.get("write_bandwidth")) if b)
     # One compute figure for every precision and unit: CPU kernels for bf16/fp16 mostly convert to fp32
     # and run on the same vector units, so the best matmul rate is the ceiling none should beat.
-    best = max([*cal["simt"].values(), *cal["tensor"].values()])
+    rates = {**{f"simt.{k}": v for k, v in cal["simt"].items()}, **{f"tensor.{k}": v for k, v in cal["tensor"].items()}}
+    best_key = max(rates, key=rates.get)
+    best = rates[best_key]
+    noise = cal.get("noise") or {}
+    compute_noise = {f"{unit}.{k}": noise[best_key] for unit, keys in (("simt", _CPU_SIMT), ("tensor", _CPU_TENSOR))
+                     for k in keys} if best_key in noise else {}
+    bandwidth_noise = {"memory_bandwidth": noise["memory_bandwidth"]} if "memory_bandwidth" in noise else {}
+    busy = sorted({m["what"] for m in cal["measurements"] if BUSY in m["note"]})
     return Peaks(
         name=name, source="cpu-measured", memory_bandwidth=bandwidth,
-        simt={k: best for k in ("fp32", "fp16", "bf16", "fp64")},
-        tensor={k: best for k in ("fp32", "tf32", "bf16", "fp16", "fp64")},
-        notes="measured on this CPU (best of copy/read/write bandwidth; best matmul rate for every precision)",
+        simt={k: best for k in _CPU_SIMT}, tensor={k: best for k in _CPU_TENSOR},
+        notes=f"measured on this CPU with {cal.get('cpu_threads')} threads (best of copy/read/write bandwidth "
+              f"over {cal['measurements'][0]['size'] / 2**20:.0f} MiB; best matmul rate, {best_key.split('.')[1]}, "
+              f"for every precision)" + (f"; {', '.join(busy)} {BUSY_NOTE}" if busy else ""),
+        noise={**bandwidth_noise, **compute_noise},
     )
+
+
+_CPU_SIMT = ("fp32", "fp16", "bf16", "fp64")
+_CPU_TENSOR = ("fp32", "tf32", "bf16", "fp16", "fp64")

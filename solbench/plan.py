@@ -14,7 +14,7 @@ from solbench.errors import UserError
 from solbench.hardware import DeviceInfo
 from solbench.job import Case, WorkUnit
 from solbench.results import Record
-from solbench.spec import OpSpec
+from solbench.spec import OpSpec, empty_tensor
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,11 @@ def check_flags(specs: list[OpSpec], sel: Selection, info: DeviceInfo) -> None:
         if unknown:
             raise UserError(f"no selected op has parameter '{unknown[0]}' (have: {', '.join(sorted(known))})",
                             field="--shape")
+        for s in specs:
+            for case in expand_cases(s, sel, info)[:1]:
+                problem = empty_tensor(s, case.params)
+                if problem:
+                    raise UserError(f"op '{s.op}': {problem}", field="--shape")
     names = {c.name for s in specs for c, _ in s.calls}
     for flag, wanted in (("--impls", sel.impls or ()), ("--baseline", (sel.baseline,) if sel.baseline else ())):
         for w in wanted:

@@ -19,8 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from solbench.compare import key_name, load_results
-from solbench.compare_render import markdown_table
-from solbench.console import fmt_time
+from solbench.console import fmt_rate, fmt_time
 from solbench.charts import SOURCE_KEY
 from solbench.errors import UserError
 from solbench.results import Run
@@ -127,10 +126,6 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
-def _num(v: float | None, fmt: str) -> str:
-    return "-" if v is None else format(v, fmt)
-
-
 def op_table(run: Run, op: str) -> pd.DataFrame:
     rows = []
     for r in run.records:
@@ -139,7 +134,7 @@ def op_table(run: Run, op: str) -> pd.DataFrame:
         rows.append({
             "shape": r.case, "dtype": r.dtype, "impl": r.impl,
             "median time": fmt_time((r.time_s or {}).get("median")),
-            "TFLOP/s": _num(r.tflops, ".3g"), "GB/s": _num(r.gbps, ".4g"),
+            "TFLOP/s": fmt_rate(r.tflops), "GB/s": fmt_rate(r.gbps),
             "SOL %": _pct(r.sol), "MFU %": _pct(r.mfu),
             # An invalid record's speedup is diagnosis, not a win: keep it out of the table.
             "speedup": "-" if r.speedup is None or r.status != "ok"
@@ -160,9 +155,22 @@ def env_table(run: Run) -> pd.DataFrame:
         ("CUDA", env.get("cuda")), ("torch", env.get("torch")), ("python", env.get("python")),
         ("solbench", env.get("solbench")), ("commit", env.get("git_sha")), ("host", env.get("host")),
         ("peaks", f"{peaks.get('name')} ({peaks.get('source')})"),
-        ("timer", run.timer), ("run", run.run_id), ("created", run.created), ("command", run.command),
+        ("timer", timers_used(run)), ("run", run.run_id), ("created", run.created), ("command", run.command),
     ]
     return pd.DataFrame([{"": k, "value": "-" if v is None else str(v)} for k, v in items])
+
+
+def timers_used(run: Run) -> str | None:
+    """The timers that measured the records ('wall' on a CPU whatever --timer said), with counts when mixed."""
+    counts: dict[str, int] = {}
+    for r in run.records:
+        if r.timer:
+            counts[r.timer] = counts.get(r.timer, 0) + 1
+    if not counts:
+        return run.timer
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{t} ({n} records)" for t, n in sorted(counts.items()))
 
 
 # ---------------------------------------------------------------- blocks
@@ -220,8 +228,53 @@ def _safe(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)
 
 
+# A cell that reads as a number (12.3, 1,464, 45.1%, 1.02x vs eager, 7.98 ms, 3/8): right-aligned, with its header.
+_NUMERIC = re.compile(r"^[-+]?\d[\d,.]*(e[-+]?\d+)?\s*(%|x|us|ms|s)?(\s|/|$)")
+
+
+def numeric_columns(df: pd.DataFrame) -> list[bool]:
+    """Per column: every cell but '-' starts like a number (and there is at least one)."""
+    out = []
+    for col in df.columns:
+        cells = [str(v) for v in df[col] if str(v) != "-"]
+        out.append(bool(cells) and all(_NUMERIC.match(c) for c in cells))
+    return out
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A pipe table; numeric columns right-aligned (`---:`) so headers sit over their numbers."""
+    header = [str(c) for c in df.columns]
+    align = ["---:" if num else "---" for num in numeric_columns(df)]
+    rows = [[str(v).replace("|", "\\|") for v in row] for row in df.astype(str).values.tolist()]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, align, *rows])
+
+
+def html_table(df: pd.DataFrame) -> str:
+    """A table whose numeric columns (header and cells) are right-aligned, everything escaped."""
+    right = numeric_columns(df)
+
+    def cell(tag: str, text: str, num: bool) -> str:
+        return f"<{tag} class='num'>{html.escape(text)}</{tag}>" if num else f"<{tag}>{html.escape(text)}</{tag}>"
+
+    head = "".join(cell("th", str(c), n) for c, n in zip(df.columns, right))
+    body = "".join("<tr>" + "".join(cell("td", str(v), n) for v, n in zip(row, right)) + "</tr>"
+                   for row in df.astype(str).values.tolist())
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_text(text: str) -> str:
+    """Escaped text with `code` spans (the blocks are written in Markdown's inline code) as <code>."""
+    parts = text.split("`")
+    return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else html.escape(p) for i, p in enumerate(parts))
+
+
+def chart_folder(output: Path) -> Path:
+    """Where a Markdown report's charts go: one folder beside it, not loose files."""
+    return output.with_name(f"{_safe(output.stem)}-charts")
+
+
 def render_markdown(blocks: Sequence[Block], output: Path, run_id: str) -> str:
-    """Markdown text; images are written next to `output` as <output stem>-<name>.png."""
+    """Markdown text; images are written to chart_folder(output) and linked relative to the report."""
     parts = []
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
@@ -232,17 +285,20 @@ def render_markdown(blocks: Sequence[Block], output: Path, run_id: str) -> str:
             parts.append("\n".join(f"- {item}" for item in b.content))
         elif b.kind == "table":
             df: pd.DataFrame = b.content
-            parts.append(markdown_table(list(df.columns), df.astype(str).values.tolist()) if len(df) else "(none)")
+            parts.append(markdown_table(df) if len(df) else "(none)")
         elif b.kind == "image":
-            image = output.with_name(f"{_safe(output.stem)}-{_safe(b.name)}.png")
+            folder = chart_folder(output)
+            folder.mkdir(parents=True, exist_ok=True)
+            image = folder / f"{_safe(b.name)}.png"
             image.write_bytes(_png_bytes(b.content, run_id))
-            parts.append(f"![{b.name}]({image.name})")
+            parts.append(f"![{b.name}]({folder.name}/{image.name})")
     return "\n\n".join(parts) + f"\n\n<!-- {SOURCE_KEY}: {run_id} -->\n"
 
 
 HTML_STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}
-table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px}
-th{background:#f3f3f3}img{max-width:100%}"""
+table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
+th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%}
+code{background:#f3f3f3;padding:0 3px;border-radius:3px}"""
 
 
 def render_html(blocks: Sequence[Block], title: str, run_id: str) -> str:
@@ -252,13 +308,13 @@ def render_html(blocks: Sequence[Block], title: str, run_id: str) -> str:
              f"<style>{HTML_STYLE}</style></head><body>"]
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
-            parts.append(f"<{b.kind}>{html.escape(b.content)}</{b.kind}>")
+            parts.append(f"<{b.kind}>{html_text(b.content)}</{b.kind}>")
         elif b.kind == "p":
-            parts.append(f"<p>{html.escape(b.content)}</p>")
+            parts.append(f"<p>{html_text(b.content)}</p>")
         elif b.kind == "list":
-            parts.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in b.content) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{html_text(i)}</li>" for i in b.content) + "</ul>")
         elif b.kind == "table":
-            parts.append(b.content.to_html(index=False, escape=True, border=0))
+            parts.append(html_table(b.content) if len(b.content) else "<p>(none)</p>")
         elif b.kind == "image":
             data = base64.b64encode(_png_bytes(b.content, run_id)).decode()
             parts.append(f"<img alt='{html.escape(b.name)}' src='data:image/png;base64,{data}'>")
@@ -281,6 +337,12 @@ def write_report(run: Run, output: str | Path, *, charts: bool = True) -> Path:
     return output
 
 
-def run_report(path: str | Path, output: str | Path, *, charts: bool = True) -> Path:
+def default_output(results_file: str | Path) -> Path:
+    """`solbench report R` without -o: one self-contained HTML file beside the results file it describes."""
+    results_file = Path(results_file)
+    return results_file.with_name(f"{results_file.stem}-report.html")
+
+
+def run_report(path: str | Path, output: str | Path | None = None, *, charts: bool = True) -> Path:
     """What `solbench report` does."""
-    return write_report(load_results(path), output, charts=charts)
+    return write_report(load_results(path), output or default_output(path), charts=charts)

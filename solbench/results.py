@@ -54,7 +54,13 @@ class Record:
     norm_rel_err: float | None = None
     warnings: list[str] = field(default_factory=list)
     telemetry: dict[str, Any] | None = None
+    counters: dict[str, Any] | None = None   # run --counters: Nsight Compute's DRAM bytes, FLOPs (counting.py)
     spec_sha256: str | None = None       # the spec text this record measured (resume, audit)
+    # Where it was measured: a --gpus or Ray run spans several devices, so each record names its own.
+    device: str | None = None
+    device_index: int | None = None      # the GPU's index on its host (nvidia-smi's numbering)
+    device_fingerprint: str | None = None   # name + SMs + memory (+ CPU threads): what --resume matches
+    host: str | None = None
 
     @property
     def is_baseline(self) -> bool:

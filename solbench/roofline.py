@@ -1,5 +1,13 @@
 """Roofline charts (FLOP/byte vs FLOP/s, one roof per precision present), drawn from results files only.
 
+One panel per op, so that every point can be told apart: within a panel a colour is a case (named as
+the tables name it, `M=4096,N=8192 bf16`), a marker an implementation (the same marker in every chart:
+charts.markers_for derives it from the name), hollow markers are baselines, a red X a result that is
+not a win (SOL > 1 or invalid), and a grey arrow runs from the reference baseline to each other
+implementation of the case. The legend beside each panel names them all; roof values are written on
+the roofs (`1,340 TFLOP/s`), placed where they overlap no other text (chartlabels.py) after the
+layout is final, so nothing is drawn over anything or clipped at an edge.
+
 Functions return the matplotlib Figure plus a small summary, so tests inspect matplotlib objects
 (artists carry `gid`s: "roof:...", "ridge:...", "point:...", "error:...", "arrow:...", "bar:...")
 rather than pixels. No pyplot: a bare Figure renders through Agg and touches no display or global
@@ -13,18 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from solbench.charts import (DTYPE_SHORT, ERROR_COLOR, chart_title, colors_for, markers_for, save_figure,
+from solbench.chartlabels import Placer, Spot, around
+from solbench.charts import (DTYPE_SHORT, ERROR_COLOR, PALETTE, chart_title, markers_for, save_figure,
                              select_records, split_list)
+from solbench.console import fmt_rate
 from solbench.compare import key_name, load_results
 from solbench.errors import UserError
 from solbench.results import Record, Run
 
-# Two labels closer than this, as a fraction of each log axis span, would overlap: keep the first.
-LABEL_MIN_SEP = (0.09, 0.045)
+PANEL_SIZE = (6.8, 4.4)          # inches per op panel, legend included
 # Rounding in a results file must not turn a point sitting exactly on its roof into an error.
 ROOF_TOLERANCE = 1e-6
 
@@ -61,7 +71,9 @@ class RooflineSummary:
     roofs: list[str]
     error_points: list[str]
     skipped: list[str] = field(default_factory=list)
-    labels_drawn: int = 0
+    labels_drawn: int = 0                               # roof, ridge and memory values written on the chart
+    unplaced: list[str] = field(default_factory=list)   # values that fit nowhere without overlapping text
+    title: str = ""
 
 
 # ---------------------------------------------------------------- roofs
@@ -112,14 +124,9 @@ def merge_equal_roofs(roofs: Sequence[Roof]) -> list[Roof]:
 # ---------------------------------------------------------------- points
 
 
-def _short_case(rec: Record) -> str:
-    if rec.params:
-        return "x".join(str(v) for v in rec.params.values())
-    return rec.case[:16]
-
-
 def short_label(p: Point) -> str:
-    return f"{p.impl} {p.case} {DTYPE_SHORT.get(p.dtype, p.dtype)}"
+    """A case as the tables name it, with the short dtype: `M=4096,N=8192 bf16`."""
+    return f"{p.case} {DTYPE_SHORT.get(p.dtype, p.dtype)}"
 
 
 def record_point(run: Run, rec: Record) -> Point | str:
@@ -141,7 +148,7 @@ def record_point(run: Run, rec: Record) -> Point | str:
         attainable = min(float(peak_flops), float(peak_bw) * intensity)
         if achieved > attainable * (1 + ROOF_TOLERANCE):
             error = f"above its roof ({achieved / attainable:.2f}x attainable)"
-    return Point(key_name(rec.key), rec.op, _short_case(rec), rec.dtype, rec.impl, rec.is_baseline,
+    return Point(key_name(rec.key), rec.op, rec.case, rec.dtype, rec.impl, rec.is_baseline,
                  intensity, achieved, error)
 
 
@@ -154,6 +161,15 @@ def _peaks_identity(run: Run) -> tuple[Any, ...]:
 # ---------------------------------------------------------------- roofline
 
 
+@dataclass
+class _Panel:
+    op: str
+    points: list[tuple[Point, str]]             # (point, group label)
+    roofs: list[Roof]
+    ax: Any = None
+    limits: tuple[float, float, float, float] = (0.1, 1e4, 1e9, 1e15)
+
+
 def plot_roofline(
     runs: Sequence[Run],
     *,
@@ -162,64 +178,99 @@ def plot_roofline(
     impls: Sequence[str] | None = None,
     title: str | None = None,
 ) -> tuple[Figure, RooflineSummary]:
-    """Log-log roofline of every ok/invalid record passing the filters."""
+    """Log-log roofline of every ok/invalid record passing the filters, one panel per op."""
     selected = select_records(runs, ops=ops, dtypes=dtypes, impls=impls)
-    points: list[Point] = []
+    multi = len({_peaks_identity(run) for run, _ in selected}) > 1
+    panels: dict[str, _Panel] = {}
     skipped: list[str] = []
+    units: dict[str, dict[tuple[Any, ...], tuple[Run, set[tuple[str, str]]]]] = {}
     for run, rec in selected:
         pt = record_point(run, rec)
         if isinstance(pt, str):
             skipped.append(f"{key_name(rec.key)}: {pt}")
-        else:
-            points.append(pt)
-
-    # Roofs per distinct peaks block; several only when runs from different GPUs are overlaid.
-    groups: dict[tuple[Any, ...], tuple[Run, set[tuple[str, str]]]] = {}
-    for run, rec in selected:
-        entry = groups.setdefault(_peaks_identity(run), (run, set()))
+            continue
+        group = short_label(pt) + (f" ({run.device})" if multi else "")
+        panels.setdefault(rec.op, _Panel(rec.op, [], [])).points.append((pt, group))
+        entry = units.setdefault(rec.op, {}).setdefault(_peaks_identity(run), (run, set()))
         if rec.compute_unit and rec.peak_key:
             entry[1].add((rec.compute_unit, rec.peak_key))
-    multi = len(groups) > 1
-    roofs: list[Roof] = []
-    for run, units in groups.values():
-        prefix = f"{run.peaks.get('name', '?')}: " if multi else ""
-        roofs += roofs_for(run, units, prefix)
+    if not panels:
+        raise UserError("nothing to plot: no selected record has a time and positive FLOPs and bytes ("
+                        + "; ".join(skipped[:3]) + (" ..." if len(skipped) > 3 else "") + ")")
+    for op, panel in panels.items():
+        for run, keys in units[op].values():
+            panel.roofs += roofs_for(run, keys, f"{run.peaks.get('name', '?')}: " if multi else "")
 
-    fig = Figure(figsize=(10, 7), layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    xs = [p.intensity for p in points] + [r.ridge for r in roofs]
-    ys = [p.achieved for p in points] + [r.flops for r in roofs]
-    x_lo, x_hi = (min(xs) / 8, max(xs) * 8) if xs else (0.1, 1e4)
-    y_lo = min(min(ys) / 8, min((r.bandwidth * x_lo for r in roofs), default=math.inf)) if ys else 1e9
-    y_hi = max(ys) * 3 if ys else 1e15
-    ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(max(y_lo, 1.0), y_hi)
-
-    _draw_roofs(ax, roofs, x_lo, x_hi)
-    error_names = _draw_points(ax, points)
-    _draw_arrows(ax, points)
-    labels = _draw_labels(ax, points, (x_lo, x_hi), (max(y_lo, 1.0), y_hi))
-
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("achieved FLOP/s")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(title or chart_title(runs, "Roofline"))
-    _roofline_legend(ax, points, len(error_names))
-    if error_names:
+    order = sorted(panels)
+    ncols = 1 if len(order) == 1 else 2
+    nrows = math.ceil(len(order) / ncols)
+    fig = Figure(figsize=(PANEL_SIZE[0] * ncols, PANEL_SIZE[1] * nrows + 0.4), layout="constrained")
+    FigureCanvasAgg(fig)     # text is measured with the renderer that will draw it
+    axes = fig.subplots(nrows, ncols, squeeze=False).flatten()
+    markers = markers_for(sorted({p.impl for panel in panels.values() for p, _ in panel.points}))
+    errors: list[Point] = []
+    for ax, op in zip(axes, order):
+        panel = panels[op]
+        panel.ax = ax
+        errors += _draw_panel(ax, panel, markers)
+    for ax in axes[len(order):]:
+        ax.set_visible(False)
+    text = title or chart_title(runs, "Roofline")
+    fig.suptitle(text)
+    if errors:
         # Names only: the reasons are long and live in the summary, the CLI output and the report.
-        names = [p.name for p in points if p.error]
-        shown = ", ".join(names[:3]) + (f", +{len(names) - 3} more" if len(names) > 3 else "")
-        # supxlabel, not fig.text: constrained layout keeps it clear of the axis label.
+        shown = ", ".join(p.name for p in errors[:3]) + (f", +{len(errors) - 3} more" if len(errors) > 3 else "")
+        # supxlabel, not fig.text: constrained layout keeps it clear of the axis labels.
         fig.supxlabel(f"Not a win (SOL > 1 or invalid): {shown}", color=ERROR_COLOR, fontsize=8,
                       gid="caption:errors")
-    summary = RooflineSummary(len(points), [r.label for r in roofs], error_names, skipped, labels)
+    # The values written on the roofs go where no text is, measured on the final layout: draw once, then fix it.
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+    placed, unplaced = 0, []
+    for op in order:
+        n, missed = _write_values(panels[op])
+        placed += n
+        unplaced += [f"{op}: {m}" for m in missed]
+    roofs = sorted({r.label for panel in panels.values() for r in panel.roofs})
+    summary = RooflineSummary(sum(len(p.points) for p in panels.values()), roofs,
+                              [f"{p.name} ({p.error})" for p in errors], skipped, placed, unplaced, text)
     return fig, summary
 
 
-def _fmt_rate(v: float, unit: str) -> str:
-    return f"{v / 1e12:.3g} T{unit}" if v >= 1e12 else f"{v / 1e9:.3g} G{unit}"
+def _limits(points: Sequence[Point], roofs: Sequence[Roof]) -> tuple[float, float, float, float]:
+    xs = [p.intensity for p in points] + [r.ridge for r in roofs]
+    ys = [p.achieved for p in points] + [r.flops for r in roofs]
+    x_lo, x_hi = min(xs) / 4, max(xs) * 6         # room right of the ridges for the roof values
+    y_lo = min(min(ys) / 4, min((r.bandwidth * x_lo for r in roofs), default=math.inf))
+    return x_lo, x_hi, max(y_lo, 1.0), max(ys) * 2.5
+
+
+def _draw_panel(ax: Any, panel: _Panel, markers: dict[str, str]) -> list[Point]:
+    points = [p for p, _ in panel.points]
+    panel.limits = x_lo, x_hi, y_lo, y_hi = _limits(points, panel.roofs)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    _draw_roofs(ax, panel.roofs, x_lo, x_hi)
+    groups = sorted({g for _, g in panel.points})
+    colors = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(groups)}
+    errors = _draw_points(ax, panel.points, colors, markers)
+    _draw_arrows(ax, points)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(panel.op, loc="left", fontsize=10, fontweight="bold")
+    _legend(ax, colors, {p.impl: markers[p.impl] for p in points},
+            baselines={p.impl for p in points if p.is_baseline}, n_errors=len(errors))
+    return errors
+
+
+def rate_text(v: float, unit: str) -> str:
+    """A roof value the way the tables print rates: `1,340 TFLOP/s`, `4,800 GB/s`, `82.2 GFLOP/s`."""
+    if unit == "B/s":
+        return f"{fmt_rate(v / 1e9)} GB/s"
+    return f"{fmt_rate(v / 1e12)} T{unit}" if v >= 1e12 else f"{fmt_rate(v / 1e9)} G{unit}"
 
 
 def _draw_roofs(ax: Any, roofs: Sequence[Roof], x_lo: float, x_hi: float) -> None:
@@ -231,30 +282,24 @@ def _draw_roofs(ax: Any, roofs: Sequence[Roof], x_lo: float, x_hi: float) -> Non
             top = max(r.ridge for r in roofs if r.bandwidth == roof.bandwidth and r.measured == roof.measured)
             ax.plot([x_lo, top], [roof.bandwidth * x_lo, roof.bandwidth * top], style, color="black",
                     lw=1.6, gid=f"roof:memory{' (measured)' if roof.measured else ''}")
-            ax.annotate(f"memory {_fmt_rate(roof.bandwidth, 'B/s')}{' (measured)' if roof.measured else ''}",
-                        (x_lo * 1.5, roof.bandwidth * x_lo * 1.5), rotation=0, fontsize=8, color="black")
             drawn_bw.add((roof.bandwidth, roof.measured))
         ax.plot([roof.ridge, x_hi], [roof.flops, roof.flops], style, color="dimgray", lw=1.4,
                 gid=f"roof:{roof.label}")
-        ax.annotate(f"{roof.label} {_fmt_rate(roof.flops, 'FLOP/s')}", (x_hi / 1.1, roof.flops * 1.08),
-                    ha="right", fontsize=8, color="dimgray")
         ax.plot([roof.ridge], [roof.flops], "o", ms=4, color="dimgray", gid=f"ridge:{roof.label}")
-        ax.annotate(f"ridge {roof.ridge:.3g} FLOP/B", (roof.ridge, roof.flops / 1.35), ha="left",
-                    fontsize=7, color="dimgray")
 
 
-def _draw_points(ax: Any, points: Sequence[Point]) -> list[str]:
-    colors = colors_for(sorted({p.op for p in points}))
-    markers = markers_for(sorted({p.impl for p in points}))
+def _draw_points(ax: Any, points: Sequence[tuple[Point, str]], colors: dict[str, str],
+                 markers: dict[str, str]) -> list[Point]:
     errors = []
-    for p in points:
+    for p, group in points:
         if p.error:
             ax.plot([p.intensity], [p.achieved], "X", ms=11, color=ERROR_COLOR, mec="black", mew=0.6,
                     ls="none", gid=f"error:{p.name}", zorder=5)
-            errors.append(f"{p.name} ({p.error})")
+            errors.append(p)
         else:
-            ax.plot([p.intensity], [p.achieved], markers[p.impl], ms=8, color=colors[p.op],
-                    mfc="white" if p.is_baseline else colors[p.op], mec=colors[p.op], mew=1.5, ls="none",
+            c = colors[group]
+            ax.plot([p.intensity], [p.achieved], markers[p.impl], ms=8, color=c,
+                    mfc="white" if p.is_baseline else c, mec=c, mew=1.5, ls="none",
                     gid=f"point:{p.name}", zorder=4)
     return errors
 
@@ -274,27 +319,12 @@ def _draw_arrows(ax: Any, points: Sequence[Point]) -> None:
                             gid=f"arrow:{b.name}->{c.impl}")
 
 
-def _draw_labels(ax: Any, points: Sequence[Point], xlim: tuple[float, float],
-                 ylim: tuple[float, float]) -> int:
-    span_x = math.log10(xlim[1] / xlim[0])
-    span_y = math.log10(ylim[1] / ylim[0])
-    placed: list[tuple[float, float]] = []
-    for p in sorted(points, key=lambda q: (q.error is None, -q.achieved)):
-        lx, ly = math.log10(p.intensity), math.log10(p.achieved)
-        if any(abs(lx - x) < LABEL_MIN_SEP[0] * span_x and abs(ly - y) < LABEL_MIN_SEP[1] * span_y
-               for x, y in placed):
-            continue  # would pile onto a label already drawn
-        placed.append((lx, ly))
-        ax.annotate(short_label(p), (p.intensity, p.achieved), xytext=(6, 4), textcoords="offset points",
-                    fontsize=7, color=ERROR_COLOR if p.error else "black", gid=f"label:{p.name}")
-    return len(placed)
-
-
-def _roofline_legend(ax: Any, points: Sequence[Point], n_errors: int) -> None:
-    colors = colors_for(sorted({p.op for p in points}))
-    markers = markers_for(sorted({p.impl for p in points}))
-    handles: list[Any] = [Patch(color=c, label=op) for op, c in colors.items()]
-    handles += [Line2D([], [], marker=m, color="gray", ls="none", label=impl) for impl, m in markers.items()]
+def _legend(ax: Any, colors: dict[str, str], markers: dict[str, str], baselines: set[str], n_errors: int) -> None:
+    handles: list[Any] = [Patch(color=c, label=g) for g, c in colors.items()]
+    for impl, m in sorted(markers.items()):
+        hollow = impl in baselines
+        handles.append(Line2D([], [], marker=m, color="gray", mfc="white" if hollow else "gray", ls="none",
+                              label=f"{impl} (baseline)" if hollow else impl))
     styles = {ln.get_linestyle() for ln in ax.get_lines() if str(ln.get_gid() or "").startswith("roof:")}
     if "-" in styles:
         handles.append(Line2D([], [], color="black", ls="-", label="datasheet roof"))
@@ -303,8 +333,62 @@ def _roofline_legend(ax: Any, points: Sequence[Point], n_errors: int) -> None:
     if n_errors:
         handles.append(Line2D([], [], marker="X", color=ERROR_COLOR, ls="none",
                               label=f"SOL > 1 / invalid ({n_errors})"))
-    # Outside the axes: inside, it hides the points at low intensity.
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.85)
+    # Outside the axes: inside, it hides points. Constrained layout makes room for it.
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, framealpha=0.85,
+              borderaxespad=0.0)
+
+
+def _write_values(panel: _Panel) -> tuple[int, list[str]]:
+    """Roof, memory and ridge values on a panel, each where it overlaps no text; (written, not written)."""
+    ax, (x_lo, x_hi, _, _) = panel.ax, panel.limits
+    placer = Placer.for_axes(ax)
+    placer.block_markers([p.intensity for p, _ in panel.points], [p.achieved for p, _ in panel.points], 11)
+    style = {"fontsize": 7, "color": "dimgray"}
+    written, missed = 0, []
+    for roof in sorted(panel.roofs, key=lambda r: r.flops, reverse=True):
+        text = f"{roof.label} {rate_text(roof.flops, 'FLOP/s')}"
+        anchors = _along(max(roof.ridge * 1.5, x_lo), x_hi / 1.05, reverse=True)
+        if _place_along(placer, text, anchors, lambda x, r=roof: r.flops, [Spot(-2, 2, "right", "bottom"),
+                                                                          Spot(-2, -2, "right", "top")], style):
+            written += 1
+        else:
+            missed.append(text)
+    for bw, measured in sorted({(r.bandwidth, r.measured) for r in panel.roofs}):
+        text = f"memory {rate_text(bw, 'B/s')}{' (measured)' if measured else ''}"
+        top = max(r.ridge for r in panel.roofs if r.bandwidth == bw and r.measured == measured)
+        xs = _along(x_lo * 1.2, top)
+        if _place_along(placer, text, xs, lambda x, bw=bw: bw * x,
+                        [Spot(-3, 3, "right", "bottom"), Spot(3, -3, "left", "top"), Spot(12, -12, "left", "top")],
+                        {**style, "color": "black"}) or any(
+                placer.place(text, (x, bw * x), around(), leader=True, **{**style, "color": "black"})
+                for x in xs[::4]):
+            written += 1
+        else:
+            missed.append(text)
+    for roof in panel.roofs:
+        # Only next to its point: a ridge value further away would read as another roof's.
+        if placer.place(f"ridge {fmt_rate(roof.ridge)} FLOP/B", (roof.ridge, roof.flops),
+                        [Spot(4, -4, "left", "top"), Spot(-4, 4, "right", "bottom"), *around((5, 9))], **style):
+            written += 1
+        else:
+            missed.append(f"ridge of {roof.label}")
+    return written, missed
+
+
+def _along(lo: float, hi: float, reverse: bool = False, steps: int = 24) -> list[float]:
+    """Geometric positions between lo and hi (log axes)."""
+    if hi <= lo:
+        return [lo]
+    xs = [lo * (hi / lo) ** (k / (steps - 1)) for k in range(steps)]
+    return xs[::-1] if reverse else xs
+
+
+def _place_along(placer: Placer, text: str, xs: Sequence[float], y_of: Any, spots: Sequence[Spot],
+                 style: dict[str, Any]) -> bool:
+    for x in xs:
+        if placer.place(text, (x, y_of(x)), spots, **style) is not None:
+            return True
+    return False
 
 
 def run_roofline(paths: Sequence[str | Path], output: str | Path, *, ops: Any = None, dtypes: Any = None,

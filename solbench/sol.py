@@ -63,18 +63,50 @@ def score(flops: float, nbytes: float, median_s: float, peak_flops: float | None
     )
 
 
-def invalid_reason(s: Score, peaks_source: str = "datasheet") -> str | None:
-    """Why a score cannot be real, or None."""
-    if s.sol <= SOL_LIMIT:
+def invalid_reason(s: Score, peaks_source: str = "datasheet", *, tolerance: float = 0.0,
+                   cache_bytes: int | None = None) -> str | None:
+    """Why a score cannot be real, or None.
+
+    tolerance   the measured ceiling's own relative spread (Peaks.noise_of): a time that ties a ceiling
+                measured with the same library is a tie, not a contradiction (tie_note says so);
+    cache_bytes the cache the timer evicts before each call: a memory-bound working set that fits in it
+                can still beat DRAM (its outputs are written back after the timer stops), which the
+                message tells apart from a true contradiction.
+    """
+    if s.sol <= SOL_LIMIT + max(tolerance, 0.0):
         return None
-    reason = (f"SOL {s.sol:.2f} > 1: faster than the speed of light ({s.bound}-bound T_SOL "
-              f"{s.t_sol_s * 1e6:.2f} us); the spec's FLOP/byte count, the peak table, the timer "
-              f"or the kernel is wrong (e.g. data served from cache, or work done outside the timed window)")
+    head = f"SOL {s.sol:.2f} > 1: faster than the speed of light ({s.bound}-bound T_SOL {s.t_sol_s * 1e6:.2f} us)"
+    if s.bound == "memory" and cache_bytes and s.bytes <= cache_bytes:
+        reason = (f"{head}; cache-resident working set: its {_mib(s.bytes)} fit in the {_mib(cache_bytes)} of "
+                  f"cache evicted before each call, so part of its traffic (its outputs' write-back, at least) "
+                  f"happened after the timer stopped; size the case past the cache (a spec's `cpu_cases` on a "
+                  f"CPU) to score it against memory bandwidth")
+    else:
+        why = (f"not explained by caching (its {_mib(s.bytes)} working set is larger than the {_mib(cache_bytes)} "
+               f"cache evicted before each call)" if s.bound == "memory" and cache_bytes else "a true contradiction")
+        reason = (f"{head}; {why}: the spec's FLOP/byte count, the peak table, the timer or the kernel is wrong "
+                  f"(e.g. work done outside the timed window)")
     if peaks_source in ("measured", "cpu-measured"):
         # A measured ceiling is only as good as its measurement (a busy machine, too few shapes).
-        reason += (f"; the peaks are {peaks_source}: if the ceiling was measured on a busy machine, "
-                   f"measure it again (`solbench calibrate`, or delete results/cache/ for CPU ceilings)")
+        reason += (f"; the peaks are {peaks_source}"
+                   + (f" (spread {tolerance:.1%})" if tolerance else "")
+                   + ": if the ceiling was measured on a busy machine, measure it again (`solbench calibrate`, "
+                     "or delete results/cache/ for CPU ceilings)")
     return reason
+
+
+def tie_note(s: Score, tolerance: float) -> str | None:
+    """A note for a score above 1 that its measured ceiling's spread explains (a tie)."""
+    if SOL_LIMIT < s.sol <= SOL_LIMIT + tolerance:
+        return (f"SOL {s.sol:.3f} ties its measured {s.bound} ceiling (within the ceiling's own spread of "
+                f"{tolerance:.1%}): as fast as the code the ceiling was measured with, not faster than light")
+    return None
+
+
+def _mib(nbytes: float | None) -> str:
+    if not nbytes:
+        return "? MiB"
+    return f"{nbytes / 2**20:,.1f} MiB" if nbytes < 100 * 2**20 else f"{nbytes / 2**20:,.0f} MiB"
 
 
 def peak_key(unit: str, tensor_key: str, element_size: int) -> str:

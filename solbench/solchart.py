@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from solbench.charts import (DTYPE_SHORT, ERROR_COLOR, chart_title, colors_for, save_figure, select_records,
+from solbench.charts import (DTYPE_SHORT, ERROR_COLOR, chart_title, impl_colors, save_figure, select_records,
                              split_list)
 from solbench.compare import key_name, load_results
+from solbench.errors import UserError
 from solbench.results import Record, Run
 
 
@@ -20,7 +21,8 @@ class SolBarsSummary:
     n_bars: int
     ops: list[str]
     invalid: list[str]
-    failed: list[str]
+    failed: list[str]                  # status "failed": wrong output
+    errors: list[str] = field(default_factory=list)   # status "error": it did not run to a result
 
 
 def plot_sol_bars(
@@ -34,6 +36,11 @@ def plot_sol_bars(
     """Per op, bars of SOL per implementation side by side (baselines first) for each case."""
     selected = select_records(runs, ops=ops, dtypes=dtypes, impls=impls,
                               statuses=("ok", "invalid", "failed", "error"))
+    if not any(rec.status in ("ok", "invalid") and rec.sol is not None for _, rec in selected):
+        counts = {s: sum(1 for _, r in selected if r.status == s) for s in ("error", "failed")}
+        raise UserError(f"nothing to plot: none of the {len(selected)} selected records has a SOL ("
+                        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+                        + "); their messages say why (`solbench report`)")
     by_op: dict[str, list[Record]] = {}
     for _, rec in selected:
         by_op.setdefault(rec.op, []).append(rec)
@@ -52,7 +59,7 @@ def _sol_bars_for_op(ax: Any, op: str, recs: list[Record], summary: SolBarsSumma
     groups = sorted({(r.case, r.dtype) for r in recs})
     impl_names = sorted({r.impl for r in recs},
                         key=lambda i: (not any(r.is_baseline for r in recs if r.impl == i), i))
-    colors = colors_for(impl_names)
+    colors = impl_colors(impl_names)      # the same colour per impl in every chart
     width = 0.8 / len(impl_names)
     lookup = {(r.case, r.dtype, r.impl): r for r in recs}
     for j, impl in enumerate(impl_names):
@@ -76,8 +83,8 @@ def _sol_bars_for_op(ax: Any, op: str, recs: list[Record], summary: SolBarsSumma
                 summary.invalid.append(name)
             else:
                 ax.annotate(str(status), (x, 0.02), ha="center", rotation=90, fontsize=7, color=ERROR_COLOR,
-                            gid=f"failed:{name}")
-                summary.failed.append(name)
+                            gid=f"{status}:{name}")
+                (summary.errors if status == "error" else summary.failed).append(name)
     ax.set_xlim(-0.5, len(groups) - 0.5)  # annotations alone do not widen the axis
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{c}\n{DTYPE_SHORT.get(d, d)}" for c, d in groups], fontsize=7)

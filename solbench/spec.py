@@ -17,7 +17,7 @@ import os
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
@@ -151,13 +151,23 @@ def spec_dirs(extra: Iterable[Path] = ()) -> list[Path]:
     return dirs
 
 
-def load_all(extra_dirs: Iterable[Path] = ()) -> dict[str, OpSpec]:
+def load_all(extra_dirs: Iterable[Path] = (),
+             on_replace: Callable[[str, Path, Path], None] | None = None) -> dict[str, OpSpec]:
+    """Every spec by op name. A later folder's spec replaces an earlier one of the same op (a user's
+    `softmax` over the built-in one) and `on_replace(op, old path, new path)` is told, so the caller
+    can say so; two files of one folder naming the same op are an error."""
     specs: dict[str, OpSpec] = {}
     for folder in spec_dirs(extra_dirs):
         if not folder.is_dir():
             raise UserError("spec folder does not exist", file=folder)
+        here: dict[str, Path] = {}
         for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
             spec = load_file(path)
+            if spec.op in here:
+                raise UserError(f"op '{spec.op}' is also defined by {here[spec.op]}", file=path, field="op")
+            here[spec.op] = path
+            if spec.op in specs and on_replace is not None:
+                on_replace(spec.op, specs[spec.op].path, path)
             specs[spec.op] = spec
     return specs
 
@@ -219,6 +229,11 @@ def parse_spec(raw: Any, path: Path) -> OpSpec:
         inplace=bool(raw.get("inplace", False)),
         notes=str(raw.get("notes", "")),
     )
+    for field_, cases_ in (("cases" if "cases" in raw else "sweep", spec.cases), ("cpu_cases", spec.cpu_cases)):
+        for i, case in enumerate(cases_):
+            problem = empty_tensor(spec, case)
+            if problem:
+                raise UserError(problem, file=path, field=f"{field_}[{i}]")
     if not spec.baselines:
         raise UserError("at least one baseline is needed", file=path, field="baselines")
     clash = {c.name for c in spec.baselines} & {c.name for c in spec.impls}
@@ -230,6 +245,25 @@ def parse_spec(raw: Any, path: Path) -> OpSpec:
             raise UserError(f"'{stray[0]}' is not one of this op's dtypes {list(spec.dtypes)}", file=path,
                             field=f"{kind}s.{c.name}.dtypes")
     return spec
+
+
+def empty_tensor(spec: OpSpec, case: Mapping[str, Any]) -> str | None:
+    """Why `case` cannot be run (a tensor with a dimension below 1, or a shape that does not evaluate), or None."""
+    env = {**case, "elem": 4}
+    for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):
+        for t in tensors:
+            try:
+                shape = [int(f.evaluate(env)) for f in t.shape]
+            except (expr.FormulaError, ArithmeticError, TypeError, ValueError) as exc:
+                return f"the shape of {kind} '{t.name}' cannot be evaluated for {_case_text(case)}: {exc}"
+            if any(d < 1 for d in shape):
+                return (f"{_case_text(case)} makes {kind} '{t.name}' empty (shape {shape}): every dimension "
+                        f"must be at least 1")
+    return None
+
+
+def _case_text(case: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in case.items())
 
 
 class _Parser:

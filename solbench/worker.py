@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from solbench import check, inputs, sol, stats, telemetry, traps
+from solbench import check, inputs, noise_model, preflight, sol, stats, telemetry, traps
 from solbench.dtypes import matmul_precision, precision
 from solbench.integrity import Guard
 from solbench.job import CallStarted, Case, Event, Probe, ProbeJob, RecordReady, WorkerJob
 from solbench.measure import Measurement, TimerCache, measure
+from solbench.measure.nvtx import Markers
+from solbench.peaks import Peaks
 from solbench.registry import resolve
 from solbench.results import Record
 from solbench.spec import CallSpec, OpSpec
@@ -38,9 +40,11 @@ class WorkerState:
 
     @classmethod
     def open(cls, kind: str = "cpu", index: int = 0) -> "WorkerState":
-        # Snapshot the timers and checkers before any implementation module is imported.
+        # Snapshot the timers and checkers before any implementation module is imported; the noise model
+        # too: widening the run-to-run spread stamped on records would hide a regression from the gate.
         here = sys.modules[__name__]
-        return cls(Guard.capture(here, check, stats, telemetry, inputs, traps, sol), ClockMonitor.open(kind, index))
+        return cls(Guard.capture(here, check, stats, telemetry, inputs, traps, sol, noise_model),
+                   ClockMonitor.open(kind, index))
 
 
 def probe_here(job: ProbeJob) -> Probe:
@@ -65,6 +69,7 @@ def probe_here(job: ProbeJob) -> Probe:
         raise UserError(f"unknown device '{device}' (use auto, cpu, cuda or cuda:N)", field="--device")
     info = hardware.probe_device(device)
     cpu = peaks.cpu_peaks(job.cache_dir, info) if info.kind == "cpu" else None
+    preflight.check_specs(job.specs, info, device, job.seed, job.dtypes)
     return Probe(info, device, cpu)
 
 
@@ -76,11 +81,19 @@ def iter_job(job: WorkerJob) -> Iterator[Event]:
     if job.device != "cpu":
         torch.cuda.set_device(torch.device(job.device))
     state = WorkerState.open(job.info.kind, job.info.index)
+    markers = _markers(job)
     try:
-        for unit in job.units:
-            yield from run_case(spec, unit.case, unit.calls, job, state)
+        with markers.range(f"op {spec.op}"):
+            for unit in job.units:
+                with markers.range(f"case {unit.case.label} {unit.case.dtype}"):
+                    yield from run_case(spec, unit.case, unit.calls, job, state)
     finally:
         state.monitor.close()
+
+
+def _markers(job: WorkerJob) -> Markers:
+    """--nvtx: ranges per op / case / implementation (and, in measure, per timed call); CUDA only."""
+    return Markers(job.timing.nvtx and job.device != "cpu")
 
 
 def run_case(spec: OpSpec, case: Case, names: tuple[str, ...], job: WorkerJob,
@@ -103,15 +116,17 @@ def run_case(spec: OpSpec, case: Case, names: tuple[str, ...], job: WorkerJob,
         return
     tol = spec.tolerance[case.dtype]
     if check.zeros_would_pass(data.refs[0], tol):
-        yield from _all_failed(base, calls, "error", f"tolerance {tol} would accept an all-zero output: "
-                                                     f"tighten it in {spec.path.name}")
+        yield from _all_failed(base, calls, "error", f"{spec.path.name}: field 'tolerance.{case.dtype}': "
+                                                     f"{preflight.tolerance_text(tol)} would accept an all-zero "
+                                                     f"output on this case: tighten it")
         return
     for c, kind in calls:
         yield CallStarted(case.label, case.dtype, c.name)
         if state.poisoned:
             yield RecordReady(new_record(base, c.name, kind, "error", f"not run: {state.poisoned}"))
             continue
-        rec = run_call(spec, case, job, c, kind, data, base, state)
+        with _markers(job).range(f"impl {c.name}"):
+            rec = run_call(spec, case, job, c, kind, data, base, state)
         if job.device != "cpu":
             _check_context(state, c.name, rec)
         yield RecordReady(rec)
@@ -193,7 +208,7 @@ def _record_measurement(rec: Record, m: Measurement, job: WorkerJob, state: Work
         rec.warnings.append("clock throttling persisted during this measurement (see telemetry)")
     if job.timing.peaks_at_clock:
         _rescore_at_clock(rec, job, state.monitor.observed_sm_mhz())
-    score_record(rec, m.stats.median, job.peaks.source)
+    score_record(rec, m.stats.median, job.peaks, job.info.flushed_cache_bytes)
     if m.invalid:
         rec.status, rec.message = "invalid", m.invalid
 
@@ -235,7 +250,7 @@ def _time_call(call: traps.BoundCall, data: inputs.CaseData, job: WorkerJob,
             timed["first"][k] = out
         timed["last"][k] = out
 
-    m = measure(run, job.info.kind, job.timing, job.info.l2_bytes, (job.info.clocks or {}).get("sm_max_mhz"),
+    m = measure(run, job.info.kind, job.timing, job.info.flushed_cache_bytes, (job.info.clocks or {}).get("sm_max_mhz"),
                 state.monitor, state.timer_cache)
     return m, timed
 
@@ -272,12 +287,17 @@ def _rescore_at_clock(rec: Record, job: WorkerJob, observed_mhz: float | None) -
                         f"{job.peaks.clock_mhz:.0f} MHz = x{factor:.3f}")
 
 
-def score_record(rec: Record, median_s: float, peaks_source: str = "datasheet") -> None:
+def score_record(rec: Record, median_s: float, peaks: Peaks | str = "datasheet",
+                 cache_bytes: int | None = None) -> None:
     s = sol.score(rec.flops, rec.bytes, median_s, rec.peak_flops, rec.peak_bandwidth)
     rec.tflops, rec.gbps, rec.sol, rec.mfu, rec.mbu = s.tflops, s.gbps, s.sol, s.mfu, s.mbu
-    reason = sol.invalid_reason(s, peaks_source)
+    source = peaks if isinstance(peaks, str) else peaks.source
+    tolerance = 0.0 if isinstance(peaks, str) else peaks.noise_of(s.bound, rec.compute_unit, rec.peak_key)
+    reason = sol.invalid_reason(s, source, tolerance=tolerance, cache_bytes=cache_bytes)
     if reason:
         rec.status, rec.message = "invalid", reason
+    elif note := sol.tie_note(s, tolerance):
+        rec.warnings.append(note)
 
 
 def _base_record(spec: OpSpec, case: Case, job: WorkerJob, env: dict[str, Any]) -> dict[str, Any]:

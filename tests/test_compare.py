@@ -1,4 +1,5 @@
-"""The CI regression gate: verdicts from raw samples, pairing, exit codes, exports."""
+"""The CI regression gate: verdicts from raw samples and the run-to-run noise, pairing, exit codes, exports,
+the A/A check."""
 
 from __future__ import annotations
 
@@ -9,12 +10,23 @@ import pytest
 from typer.testing import CliRunner
 
 from solbench.cli import app
-from solbench.compare import AMBIGUOUS, FASTER, SAME, SLOWER, compare_runs, decide, exit_code, parse_fail_on
+from solbench.compare import (ALL_THREE, AMBIGUOUS, FASTER, RUN_TO_RUN, SAME, SLOWER, THRESHOLD, WITHIN,
+                              compare_runs, decide, exit_code, parse_fail_on)
+from solbench.compare_aa import compare_aa
 from solbench.compare_render import to_bencher, to_github_benchmark, to_json, to_markdown
 from solbench.errors import UserError
+from solbench.noise_model import KernelRepeats, assemble, default_model, write_noise
 from synthetic import as_run, H200_PEAKS, ab_runs, make_record, make_run, noisy_samples, write_run
 
 MEDIAN = 100e-6
+
+
+def with_rr(run: dict, spread: float, source: str = "measured:test-gpu") -> dict:
+    """Stamp every timed record with a run-to-run spread, as a run with a measured noise model does."""
+    for rec in run["records"]:
+        if rec.get("time_s"):
+            rec["time_s"].update(run_to_run=spread, run_to_run_source=source)
+    return run
 
 
 def _decide(change: float, noise: float, n: int, seed: int) -> str:
@@ -97,7 +109,7 @@ def test_nonpositive_samples_are_rejected():
 
 def test_compare_runs_pairs_by_key_and_flags_the_slowdown():
     base, new = ab_runs(MEDIAN, 0.05, 0.01, 50, seed=3)
-    result = compare_runs(as_run(base), as_run(new))
+    result = compare_runs(as_run(with_rr(base, 0.002)), as_run(with_rr(new, 0.002)))
     assert [p.verdict.verdict for p in result.pairs] == [SLOWER]
     assert result.pairs[0].name == "gemm/M=1024,N=1024,K=1024/bfloat16/eager"
     assert exit_code(result) == 1
@@ -306,3 +318,177 @@ def test_runs_timed_or_scored_differently_are_refused_unless_allowed():
     with pytest.raises(UserError, match=r"'datasheet' peaks and NEW against 'measured'"):
         compare_runs(as_run(base), as_run(new), metric="sol")
     assert compare_runs(as_run(base), as_run(new)).pairs   # times do not depend on the peaks
+
+
+# ---------------------------------------------------------------- the run-to-run criterion
+
+TINY = 3.14e-6     # the H200 gelu 1024x1024 bf16 eager that an A/A pair once called SLOWER at +4.3%
+
+
+def _shifted(median: float, shift: float, noise: float, n: int, seed: int) -> tuple[list, list]:
+    """A/B samples where NEW's whole run sits `shift` away: what a run-to-run offset looks like."""
+    return noisy_samples(median, noise, n, seed), noisy_samples(median * (1 + shift), noise, n, seed + 1)
+
+
+def test_a_pure_run_to_run_shift_is_same():
+    # Each run's median moves by ~5% on this tiny kernel; NEW landed 8% away with tight samples.
+    base, new = _shifted(TINY, 0.08, 0.005, 200, seed=11)
+    v = decide(base, new, run_to_run=(0.05, 0.05))
+    assert v.verdict == SAME and v.decided_by == RUN_TO_RUN
+    assert v.criteria == {WITHIN: True, RUN_TO_RUN: False, THRESHOLD: True}
+    # Without the run-to-run criterion the same samples would fail the build:
+    assert decide(base, new).verdict == SLOWER
+
+
+def test_a_shift_beyond_the_run_to_run_spread_is_slower():
+    base, new = _shifted(TINY, 0.30, 0.005, 200, seed=12)
+    v = decide(base, new, run_to_run=(0.05, 0.05))
+    assert v.verdict == SLOWER and v.decided_by == ALL_THREE and all(v.criteria.values())
+    assert v.rr_margin == pytest.approx(3.29 * 0.05 * 2 ** 0.5, rel=1e-3)
+
+
+def test_a_tiny_kernel_shifted_4_percent_is_slower_when_the_model_says_runs_agree():
+    rr_default = default_model("cuda").spread(TINY)
+    slower = 0
+    for seed in range(20):
+        # Samples like the H200 pair's: +4.3%, CI about [+3.3%, +5.3%], p ~ 1e-20.
+        base, new = _shifted(TINY, 0.043, 0.03, 120, seed=100 + 2 * seed)
+        quiet = decide(base, new, run_to_run=(0.003, 0.003))      # a quiet runner, measured
+        assert quiet.criteria[RUN_TO_RUN], quiet.reason              # 4.3% is far beyond 3.29 x 0.42%
+        if quiet.verdict == SLOWER:
+            slower += 1
+        else:                                                        # only the CI's own width can spare it
+            assert quiet.decided_by == THRESHOLD, quiet.reason
+        # The same pair under the default CUDA model (nothing measured): never a false alarm.
+        assert decide(base, new, run_to_run=(rr_default, rr_default)).verdict in (SAME, AMBIGUOUS)
+    assert slower >= 12
+
+
+def test_an_a_a_run_with_run_to_run_offsets_never_gives_slower_or_faster():
+    rng = np.random.default_rng(20261201)
+    model = default_model("cuda")
+    verdicts = []
+    for i in range(200):
+        median = float(10 ** rng.uniform(-5.7, -2))            # 2 us .. 10 ms
+        spread = model.spread(median)
+        offset = float(np.exp(spread * rng.standard_normal() * 2 ** 0.5))   # the two runs' medians differ
+        base = noisy_samples(median, 0.01, 100, seed=2 * i)
+        new = noisy_samples(median * offset, 0.01, 100, seed=2 * i + 1)
+        verdicts.append(decide(base, new, run_to_run=(spread, spread), seed=i).verdict)
+    assert SLOWER not in verdicts and FASTER not in verdicts
+    assert verdicts.count(SAME) > 150
+
+
+def test_records_without_run_to_run_get_the_default_model_and_say_so():
+    base, new = ab_runs(MEDIAN, 0.0, 0.01, 50, seed=21)        # an older results file: no time_s.run_to_run
+    r = compare_runs(as_run(base), as_run(new))
+    p = r.pairs[0]
+    assert p.base_rr.is_default and "not in the results file" in p.base_rr.source
+    assert p.base_rr.spread == pytest.approx(default_model("cuda").spread(p.base_value), rel=1e-6)
+    assert r.default_rr == 2
+    md = to_markdown(r)
+    assert "*" in md.split("| gemm/")[1].split("\n")[0] and "default run-to-run model" in md
+
+
+def test_markdown_and_json_say_which_criterion_decided():
+    base = make_run([_case("slow", TINY, 1), _case("shifted", TINY, 2), _case("steady", MEDIAN, 3)])
+    new = make_run([_case("slow", TINY * 1.3, 11), _case("shifted", TINY * 1.08, 12), _case("steady", MEDIAN, 13)])
+    for rec in base["records"] + new["records"]:
+        spread = 0.05 if rec["impl"] != "steady" else 0.002
+        rec["time_s"].update(run_to_run=spread, run_to_run_source="measured:test-gpu")
+    r = compare_runs(as_run(base), as_run(new))
+    by = {p.key[-1]: p.verdict for p in r.pairs}
+    assert by["slow"].verdict == SLOWER and by["shifted"].verdict == SAME and by["steady"].verdict == SAME
+    assert by["shifted"].decided_by == RUN_TO_RUN
+    text = to_markdown(r)
+    assert "decided by" in text and "run-to-run" in text.split("\n")[6]
+    rows = {line.split("|")[1].strip().split("/")[-1]: line for line in text.splitlines() if line.startswith("| gemm/")}
+    assert ALL_THREE in rows["slow"] and f"| {RUN_TO_RUN} | SAME |" in rows["shifted"]
+    assert "±" in rows["shifted"] and "*" not in rows["shifted"]
+    data = json.loads(json.dumps(to_json(r)))
+    pair = next(p for p in data["pairs"] if p["key"][-1] == "shifted")
+    assert pair["criteria"] == {WITHIN: True, RUN_TO_RUN: False, THRESHOLD: True}
+    assert pair["decided_by"] == RUN_TO_RUN and pair["base_run_to_run"]["source"] == "measured:test-gpu"
+    assert data["confidence"] == 0.999 and data["default_run_to_run"] == 0
+
+
+def test_a_higher_confidence_asks_more_of_a_change():
+    base, new = _shifted(MEDIAN, 0.05, 0.005, 100, seed=31)
+    assert decide(base, new, run_to_run=(0.01, 0.01), confidence=0.99).verdict == SLOWER   # margin 3.7%
+    v = decide(base, new, run_to_run=(0.01, 0.01), confidence=0.9999)                      # margin 5.5%
+    assert v.verdict == SAME and v.decided_by == RUN_TO_RUN
+
+
+def _noise_file(tmp_path, rel: float) -> str:
+    reps = [KernelRepeats(f"k{i}", (t, t * (1 + rel), t * (1 - rel))) for i, t in enumerate((2e-6, 1e-4, 1e-2))]
+    cal = assemble(reps, fingerprint_="test-gpu", device_kind="cuda", device="x", torch_version="", budget_s=0.25,
+                   timer="events")
+    return str(write_noise(cal, tmp_path))
+
+
+def test_cli_noise_model_flag_replaces_the_records_model(tmp_path):
+    base, new = ab_runs(MEDIAN, 0.08, 0.005, 100, seed=41)
+    b, n = write_run(tmp_path / "b.json", with_rr(base, 0.001)), write_run(tmp_path / "n.json", with_rr(new, 0.001))
+    assert CliRunner().invoke(app, ["compare", str(b), str(n)]).exit_code == 1
+    wide = _noise_file(tmp_path, 0.05)
+    res = CliRunner().invoke(app, ["compare", str(b), str(n), "--noise-model", wide, "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    pair = json.loads((tmp_path / "c.json").read_text())["pairs"][0]
+    assert pair["base_run_to_run"]["source"] == "measured:test-gpu" and pair["decided_by"] == RUN_TO_RUN
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--noise-model", "/nonexistent/noise.json"], "--noise-model"),
+    (["--confidence", "1.5"], "--confidence"),
+])
+def test_cli_bad_gate_flags_exit_2_naming_them(files, args, flag):
+    b, n = files(0.0)
+    res = CliRunner().invoke(app, ["compare", str(b), str(n), *args])
+    assert res.exit_code == 2 and flag in res.output and "Traceback" not in res.output
+
+
+# ---------------------------------------------------------------- compare --aa
+
+
+def _aa_runs(tmp_path, count: int, planted: dict | None = None) -> list[str]:
+    """`count` runs of the same three cases, each run's medians offset as the run-to-run model says."""
+    rng = np.random.default_rng(7)
+    paths = []
+    for r in range(count):
+        recs = []
+        for i, (impl, median) in enumerate((("tiny", TINY), ("mid", 60e-6), ("big", 2e-3))):
+            spread = default_model("cuda").spread(median)
+            offset = float(np.exp(spread * rng.standard_normal())) * (planted or {}).get((r, impl), 1.0)
+            recs.append(_case(impl, median * offset, 100 * r + i))
+        paths.append(str(write_run(tmp_path / f"aa_{r}.json", make_run(recs))))
+    return paths
+
+
+def test_aa_reports_zero_false_alarms_on_unchanged_code(tmp_path):
+    paths = _aa_runs(tmp_path, 4)
+    result = compare_aa(paths)
+    assert len(result.comparisons) == 6 and len(result.pairs) == 18 and not result.false_alarms
+    res = CliRunner().invoke(app, ["compare", "--aa", *paths, "--json", str(tmp_path / "aa.json"),
+                                   "--markdown", str(tmp_path / "aa.md")])
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "aa.json").read_text())
+    assert data["pairs"] == 18 and data["false_alarms"] == 0 and len(data["comparisons"]) == 6
+    assert data["spreads"]["n"] == 18 and data["spreads"]["max"] < 3.29
+    assert len(data["worst"]) == 10 and "0 false alarm" in (tmp_path / "aa.md").read_text()
+
+
+def test_aa_counts_a_false_alarm_and_exits_1(tmp_path):
+    paths = _aa_runs(tmp_path, 3, planted={(2, "big"): 1.2})    # run 2 is not unchanged code after all
+    result = compare_aa(paths)
+    assert sorted((a.comparison.base_path, a.comparison.new_path, a.pair.key[-1]) for a in result.false_alarms) == \
+        [(paths[0], paths[2], "big"), (paths[1], paths[2], "big")]      # run 2 against runs 0 and 1
+    res = CliRunner().invoke(app, ["compare", "--aa", *paths])
+    assert res.exit_code == 1 and "false alarm" in res.output
+
+
+def test_aa_needs_two_runs_and_compare_needs_exactly_two_without_it(tmp_path):
+    paths = _aa_runs(tmp_path, 3)
+    res = CliRunner().invoke(app, ["compare", "--aa", paths[0]])
+    assert res.exit_code == 2 and "--aa" in res.output
+    res = CliRunner().invoke(app, ["compare", *paths])
+    assert res.exit_code == 2 and "--aa" in res.output and "Traceback" not in res.output

@@ -15,19 +15,19 @@ ROOT = Path(__file__).resolve().parent.parent / "solbench"
 
 # Lowest first. A module may import modules of its own layer or of lower layers only.
 LAYERS: list[set[str]] = [
-    {"errors", "paths", "expr", "dtypes", "stats", "jsonio", "__init__", "torch_ops"},
-    {"spec", "nvml"},
-    {"hardware", "telemetry", "results", "sol", "check", "calibration"},
+    {"errors", "paths", "expr", "dtypes", "stats", "jsonio", "__init__", "torch_ops", "counters"},
+    {"spec", "nvml", "ncu"},
+    {"hardware", "telemetry", "results", "sol", "check", "calibration", "noise_model"},
     {"measure"},
-    {"integrity", "calibrate", "peaks"},
+    {"integrity", "calibrate", "cpu_ceilings", "peaks", "noise_calibrate"},
     {"job"},
-    {"registry", "inputs", "traps"},
-    {"worker"},
+    {"registry", "inputs", "traps", "preflight"},
+    {"worker", "profile_target"},
     {"exec"},
-    {"plan", "pipeline"},
-    {"console", "compare", "compare_render", "charts", "roofline", "solchart", "report", "doctor", "envprobe", "audit",
-     "noise_model"},
-    {"serve"},
+    {"plan", "pipeline", "resume", "fleet", "runrequest", "counting"},
+    {"console", "compare", "compare_render", "compare_aa", "verdict", "charts", "chartlabels", "roofline", "solchart", "report",
+     "doctor", "envprobe", "audit"},
+    {"serve", "remote"},
     {"cli", "__main__"},
 ]
 MAX_LINES = 400

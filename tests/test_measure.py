@@ -71,7 +71,7 @@ def test_wall_timer_stops_at_the_noise_target_and_says_so():
 
 def test_a_cpu_is_timed_with_wall_whatever_the_config_says():
     m = measure(lambda i: None, "cpu", TimingConfig(timer="cupti", budget_s=0.05, warmup_s=0.0))
-    assert m.timer == "wall" and m.flush_bytes == 0
+    assert m.timer == "wall" and m.flush_bytes >= 64 * 2**20      # and its caches are evicted (issue 11 #1)
 
 
 def test_unreachable_target_is_flagged_not_hidden():
@@ -320,5 +320,6 @@ def test_the_measure_package_imports_no_higher_module():
     code = ("import sys, solbench.measure, solbench.integrity, solbench.nvml, solbench.measure.throughput\n"
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('solbench'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    allowed = {"solbench", "solbench.stats", "solbench.telemetry", "solbench.nvml", "solbench.integrity"}
+    allowed = {"solbench", "solbench.stats", "solbench.telemetry", "solbench.nvml", "solbench.integrity",
+               "solbench.noise_model", "solbench.errors"}   # the run-to-run model a measurement is stamped with
     assert {m for m in out if not m.startswith("solbench.measure")} <= allowed, out

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from solbench.measure import TimingConfig
-from solbench.measure.noise import (GROUP_MIN, MIN_BATCHES, RUN_TO_RUN_FLOOR, Noise, NoiseTarget, StoppingRule,
-                                    batch_rse, noise_of)
+from solbench.measure.noise import GROUP_MIN, MIN_BATCHES, Noise, NoiseTarget, StoppingRule, batch_rse, noise_of
+from solbench.noise_model import DEFAULT_MODELS, RunToRunModel
 from solbench.measure.sampler import Sampler
 from solbench.telemetry import ClockMonitor
 
@@ -31,11 +31,19 @@ def test_one_sample_batches_are_pooled_into_groups():
     assert batch_rse(singles[:-1]) is None
 
 
-def test_reported_rse_adds_clock_overhead_and_floor_in_quadrature():
-    nz = Noise(sampling=0.003, batches=0.004, clock=0.002, overhead=0.001, floor=0.01)
+def test_reported_rse_adds_clock_overhead_and_the_run_to_run_model_in_quadrature():
+    nz = Noise(sampling=0.003, batches=0.004, clock=0.002, overhead=0.001, modelled=0.01)
     assert nz.within == 0.004
+    assert nz.run_to_run == pytest.approx((0.002 ** 2 + 0.001 ** 2 + 0.01 ** 2) ** 0.5)
     assert nz.total == pytest.approx((0.004 ** 2 + 0.002 ** 2 + 0.001 ** 2 + 0.01 ** 2) ** 0.5)
-    assert nz.to_json()["rse"] == nz.total
+    assert nz.to_json()["rse"] == nz.total and nz.to_json()["run_to_run"] == nz.run_to_run
+
+
+def test_the_modelled_part_is_the_model_at_the_median():
+    model = RunToRunModel(rel=0.003, abs_s=0.1e-6, source="measured:test")
+    nz = noise_of([[2e-6] * 10] * MIN_BATCHES, model=model)
+    assert nz.modelled == pytest.approx(((0.003 ** 2) + (0.1 / 2) ** 2) ** 0.5)
+    assert nz.source == "measured:test"
 
 
 def test_the_tare_error_is_relative_to_the_median():
@@ -81,7 +89,8 @@ def test_throttled_batches_are_discarded_then_accepted_with_a_warning():
 
 
 def test_record_rse_is_the_total_and_the_target_uses_the_within_run_part():
-    cfg = TimingConfig(rse_target=0.05, min_samples=3, rse_floor=0.02, throttle_pause_s=0.0)
+    cfg = TimingConfig(rse_target=0.05, min_samples=3, run_to_run=RunToRunModel(0.02, 0.0, "given"),
+                       throttle_pause_s=0.0)
     s = Sampler(cfg, _cpu_monitor(), device_kind="cuda")
     for _ in range(MIN_BATCHES - 1):
         assert not s.add([1.0, 1.001, 0.999, 1.0, 1.0], None)
@@ -90,7 +99,8 @@ def test_record_rse_is_the_total_and_the_target_uses_the_within_run_part():
     t = m.time_json()
     assert m.reached_target and t["rse_within"] < 0.05
     assert t["rse"] == m.stats.rse == pytest.approx((t["rse_within"] ** 2 + 0.02 ** 2) ** 0.5)
-    assert m.noise.floor == 0.02
+    assert m.noise.modelled == 0.02 and t["run_to_run"] == pytest.approx(0.02)
+    assert t["run_to_run_source"] == "given"
 
 
 def test_drifting_batches_do_not_reach_the_target():
@@ -104,12 +114,12 @@ def test_drifting_batches_do_not_reach_the_target():
     assert not m.reached_target and any("within-run rse" in n for n in m.notes)
 
 
-def test_run_to_run_floor_defaults_by_device_and_is_validated():
+def test_run_to_run_model_defaults_by_device_and_is_validated():
     cfg = TimingConfig()
-    assert cfg.floor_for("cuda") == RUN_TO_RUN_FLOOR["cuda"] > 0
-    assert cfg.floor_for("cpu") == 0.0
-    assert TimingConfig(rse_floor=0.0).floor_for("cuda") == 0.0
-    with pytest.raises(ValueError, match="rse_floor"):
-        TimingConfig(rse_floor=1.5)
-    assert Sampler(cfg, _cpu_monitor(), device_kind="cuda").floor == RUN_TO_RUN_FLOOR["cuda"]
-    assert Sampler(cfg, _cpu_monitor(), device_kind="cpu").floor == 0.0
+    assert cfg.model_for("cuda") == DEFAULT_MODELS["cuda"] and cfg.model_for("cpu") == DEFAULT_MODELS["cpu"]
+    given = RunToRunModel(0.0, 0.0, "given")
+    assert TimingConfig(run_to_run=given).model_for("cuda") is given
+    with pytest.raises(ValueError, match="rel"):
+        RunToRunModel(1.5, 0.0, "given")
+    assert Sampler(cfg, _cpu_monitor(), device_kind="cuda").run_to_run_model == DEFAULT_MODELS["cuda"]
+    assert Sampler(cfg, _cpu_monitor(), device_kind="cpu").run_to_run_model == DEFAULT_MODELS["cpu"]

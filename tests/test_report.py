@@ -108,8 +108,8 @@ def test_report_blocks_for_an_op_with_nothing_plottable_still_have_its_table():
                     make_record(op="broken", status="failed")])
     blocks = build_blocks(as_run(run))
     images = sorted(b.name for b in blocks if b.kind == "image")
-    # The failed op has a bar chart (showing "failed") but no roofline: no point to draw.
-    assert images == ["all-roofline", "all-sol", "broken-sol", "gemm-roofline", "gemm-sol"]
+    # The failed op has no chart: no point to draw and no SOL to show (issue 11 #12: no empty chart).
+    assert images == ["all-roofline", "all-sol", "gemm-roofline", "gemm-sol"]
     assert "Op: broken" in [b.content for b in blocks if b.kind == "h2"]
     at = next(i for i, b in enumerate(blocks) if b.kind == "h2" and b.content == "Op: broken")
     broken_table = blocks[at + 1].content

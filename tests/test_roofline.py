@@ -63,8 +63,9 @@ def test_invalid_and_above_roof_points_are_errors_never_wins():
     assert any("above its roof" in e and "M=512" in e for e in summary.error_points)
     assert any("SOL > 1" in e for e in summary.error_points)
     assert len(_lines(fig, "error:")) == 2
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert "SOL > 1 / invalid (2)" in legend
+    # One panel per op, each with its own legend: the fast gemm and the invalid softmax, one each.
+    for ax in fig.axes:
+        assert "SOL > 1 / invalid (1)" in [t.get_text() for t in ax.get_legend().get_texts()]
     # No arrow ever points at an error point.
     assert not [a for a in _annotations(fig, "arrow:") if "M=512" in a.get_gid()]
 
@@ -129,22 +130,27 @@ def test_runs_from_two_gpus_get_their_own_roofs():
     assert s.n_points == 2
     assert sorted(s.roofs) == ["NVIDIA H100 SXM: bf16 tensor", "NVIDIA H200 SXM: bf16 tensor"]
     assert len(_lines(fig, "roof:memory")) == 2
-    assert "NVIDIA H100" in fig.axes[0].get_title() and "NVIDIA H200" in fig.axes[0].get_title()
+    assert "NVIDIA H100" in s.title and "NVIDIA H200" in s.title
+    assert fig.get_suptitle() == s.title
 
 
 def test_title_names_device_and_peak_source():
     fig, _ = plot_roofline([as_run(mixed_run())])
-    title = fig.axes[0].get_title()
+    title = fig.get_suptitle()
     assert "NVIDIA H200" in title and "datasheet" in title
+    assert [ax.get_title(loc="left") for ax in fig.axes] == ["gemm", "softmax"]   # one panel per op
 
 
-def test_labels_do_not_pile_up():
+def test_nearly_coincident_points_are_each_identified_by_the_legend():
     recs = [make_record(impl=f"impl{i}", samples=noisy_samples(2.5e-5 * (1 + i * 1e-3), 0.001, 10, i))
             for i in range(12)]
     fig, s = plot_roofline([as_run(make_run(recs))])
     assert s.n_points == 12
-    assert 1 <= s.labels_drawn < 4  # twelve nearly coincident points: one or few labels, not twelve
-    assert len(_annotations(fig, "label:")) == s.labels_drawn
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # Twelve impls, twelve markers named in the legend; the case is named once, as the table names it.
+    assert {f"impl{i}" for i in range(12)} <= set(legend)
+    assert len({ln.get_marker() for ln in _lines(fig, "point:")}) == 12
+    assert "M=1024,N=1024,K=1024 bf16" in legend
 
 
 def test_records_without_positive_flops_are_skipped_and_reported():
@@ -197,3 +203,77 @@ def test_cli_roofline_and_plot_sol(tmp_path):
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
     res = CliRunner().invoke(app, ["roofline", str(path), "-o", str(tmp_path / "r.png"), "--ops", "nope"])
     assert res.exit_code == 2 and "no records" in res.output
+
+
+# ---------------------------------------------------------------- issue 11 #16: a chart a reviewer can paste
+
+
+def dense_run() -> dict:
+    """Eight memory-bound ops x two cases x two dtypes x three impls, like results/h200/kernels_v3.json."""
+    recs = []
+    for k, op in enumerate(("add", "gelu", "silu", "swiglu", "row_sum", "softmax", "rmsnorm", "layernorm")):
+        for case, elems in (("M=1024,N=1024", 1024 * 1024), ("M=32768,N=8192", 32768 * 8192)):
+            for dtype, size in (("bfloat16", 2), ("float32", 4)):
+                flops, nbytes = (1 + k % 4) * elems, 3 * elems * size
+                t_sol = nbytes / H200_PEAKS["memory_bandwidth"]
+                for j, impl in enumerate(("eager", "compiled", "cuda")):
+                    recs.append(make_record(op, case, dtype, impl, flops=flops, nbytes=nbytes, compute_unit="simt",
+                                            peak_key="fp32", is_baseline=impl != "cuda",
+                                            samples=noisy_samples(t_sol / (0.3 + 0.2 * j), 0.01, 10, k * 7 + j)))
+    return make_run(recs)
+
+
+@pytest.mark.parametrize("make", [mixed_run, dense_run], ids=["mixed", "dense"])
+def test_no_text_overlaps_and_none_is_clipped(make, tmp_path):
+    from solbench.chartlabels import overlapping_texts, texts_outside
+
+    fig, s = plot_roofline([as_run(make())])
+    assert overlapping_texts(fig) == []
+    assert texts_outside(fig) == []
+    assert not s.unplaced                          # every roof, memory and ridge value found a free place
+    # The same after saving at the docs' resolution (text scales with the dpi like everything else).
+    save_figure(fig, tmp_path / "r.png")
+    assert overlapping_texts(fig) == [] and texts_outside(fig) == []
+
+
+def test_roof_values_are_written_like_the_tables_rates():
+    peaks = {**H200_PEAKS, "tensor": {**H200_PEAKS["tensor"], "fp8": 1339.6e12}}
+    recs = [make_record(dtype="float8_e4m3fn", peak_key="fp8", peaks=peaks)]
+    fig, _ = plot_roofline([as_run(make_run(recs, peaks=peaks))])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "fp8 tensor 1,340 TFLOP/s" in texts
+    assert "memory 4,800 GB/s" in texts
+    assert not any("e+" in t for t in texts)
+
+
+def test_cases_are_named_as_the_tables_name_them():
+    rec = make_record("attention", "B=1,H=4,S=256,D=64,causal=0")
+    rec["params"]["causal"] = False                     # a boolean parameter, as the spec writes it
+    fig, _ = plot_roofline([as_run(make_run([rec]))])
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "B=1,H=4,S=256,D=64,causal=0 bf16" in legend
+    assert not any("False" in t or "1x4x256" in t for t in legend)
+
+
+def test_an_impl_keeps_its_marker_whatever_else_the_chart_shows():
+    def marker_of(impls, name):
+        recs = [make_record(impl=i, is_baseline=i == "eager") for i in impls]
+        fig, _ = plot_roofline([as_run(make_run(recs))])
+        (line,) = [ln for ln in _lines(fig, "point:") if ln.get_gid().endswith("/" + name)]
+        return line.get_marker()
+
+    assert marker_of(["eager", "cuda"], "cuda") == marker_of(["eager", "compiled", "triton_v2", "cuda"], "cuda")
+    assert marker_of(["eager", "my_kernel"], "my_kernel") == marker_of(["eager", "zz", "my_kernel"], "my_kernel")
+
+
+def test_every_point_is_identified_by_its_panel_colour_and_marker():
+    fig, s = plot_roofline([as_run(dense_run())])
+    assert s.n_points == 96
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        points = [ln for ln in ax.get_lines() if str(ln.get_gid() or "").startswith("point:")]
+        keys = [(ln.get_color(), ln.get_marker()) for ln in points]
+        assert len(set(keys)) == len(keys) == 12      # no two points of a panel look alike
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert {"M=1024,N=1024 bf16", "M=32768,N=8192 fp32", "cuda", "eager (baseline)"} <= set(legend)

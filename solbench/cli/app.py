@@ -6,10 +6,12 @@ Exit codes: 0 all ran, 1 a case failed or errored (or a check failed), 2 bad inp
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
+from rich.markup import escape
 
 from solbench import console as ui
 from solbench import results, spec
@@ -43,7 +45,8 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # escape: a message may quote brackets (`pip install solbench[ray]`) that rich would eat as markup
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -75,4 +78,31 @@ def parse_shape(value: Optional[str]) -> Optional[dict[str, int]]:
 
 
 def load_specs(specs_dirs: Optional[List[Path]]) -> dict[str, spec.OpSpec]:
-    return spec.load_all(specs_dirs or [])
+    """All specs; a user's spec that replaces one of the same op name is said on stderr (README)."""
+    def replaced(op: str, old: Path, new: Path) -> None:
+        err.print(f"[yellow]note:[/] op '{op}' from {new} replaces the one in {old}", highlight=False,
+                  soft_wrap=True)
+
+    return spec.load_all(specs_dirs or [], on_replace=replaced)
+
+
+def writable_folder(path: Path, flag: str) -> Path:
+    """`path` as a folder this process can write into (created if missing), or a UserError naming `flag`."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create folder '{path}': {exc.strerror or exc}", field=flag) from None
+    if not path.is_dir():
+        raise UserError(f"'{path}' is not a folder", field=flag)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write into folder '{path}'", field=flag)
+    return path
+
+
+def writable_file(path: Optional[Path], flag: str) -> Optional[Path]:
+    """A file path whose folder can be written into (checked before a run, not after it)."""
+    if path is not None:
+        if path.is_dir():
+            raise UserError(f"'{path}' is a folder; give a file name", field=flag)
+        writable_folder(path.parent if str(path.parent) else Path("."), flag)
+    return path

@@ -59,15 +59,17 @@ def plot_sol_cmd(
 
     summary = solchart.run_sol_plot(results_files, output, ops=ops, dtypes=dtypes, impls=impls)
     out.print(f"sol chart: {output} ({summary.n_bars} bars over {len(summary.ops)} ops)")
-    _print_chart_notes([f"{n}: invalid" for n in summary.invalid], [f"{n}: failed" for n in summary.failed])
+    _print_chart_notes([f"{n}: invalid" for n in summary.invalid],
+                       [f"{n}: failed" for n in summary.failed] + [f"{n}: error" for n in summary.errors])
 
 
 @app.command("report")
 @user_errors
 def report_cmd(
     results_file: Path = typer.Argument(..., help="A results file."),
-    output: Path = typer.Option(Path("report.md"), "-o", "--output", help="report.md (charts written next to it) "
-                                "or report.html (self-contained)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="X.md (charts in a folder X-charts/ beside "
+                                          "it) or X.html (self-contained). Default: <results>-report.html beside "
+                                          "the results file."),
     no_charts: bool = typer.Option(False, "--no-charts", help="Tables only."),
 ) -> None:
     """Markdown or HTML report: summary, per-op tables, environment, charts."""
@@ -80,11 +82,17 @@ def report_cmd(
 @app.command("compare")
 @user_errors
 def compare_cmd(
-    base: Path = typer.Argument(..., help="Results file to compare against (e.g. main's)."),
-    new: Path = typer.Argument(..., help="Results file of the change."),
+    files: List[Path] = typer.Argument(..., help="BASE NEW (e.g. main's results, then the change's); with --aa, "
+                                       "two or more runs of the same code."),
+    aa: bool = typer.Option(False, "--aa", help="A/A check: compare every pair of the runs given (same code) and "
+                            "count false alarms; exit 1 on any."),
     metric: str = typer.Option("time", "--metric", help="time (same GPU) or sol (comparable across GPUs)."),
     threshold: float = typer.Option(0.05, "--threshold", help="Smallest relative change that counts."),
     alpha: float = typer.Option(0.01, "--alpha", help="Significance level of the Mann-Whitney U test."),
+    confidence: float = typer.Option(0.999, "--confidence", help="Confidence a change must exceed the run-to-run "
+                                     "spread of both records at (0.999: 3.29 spreads)."),
+    noise_model: Optional[Path] = typer.Option(None, "--noise-model", help="A `solbench noise` file to use instead "
+                                               "of the run-to-run model the records carry."),
     allow_cross_device: bool = typer.Option(False, "--allow-cross-device", help="Compare times across devices."),
     allow_mixed_methods: bool = typer.Option(False, "--allow-mixed-methods",
                                              help="Compare runs timed with different timers or scored against "
@@ -96,11 +104,18 @@ def compare_cmd(
                                                     help="github-action-benchmark customSmallerIsBetter file."),
     bencher: Optional[Path] = typer.Option(None, "--bencher", help="Bencher Metric Format file."),
 ) -> None:
-    """Pair BASE and NEW records; verdict per pair from raw samples; exit 1 on regressions."""
-    from solbench import compare_render
+    """Pair BASE and NEW records; verdict per pair from raw samples and run-to-run noise; exit 1 on regressions."""
+    from solbench import compare_aa, compare_render
+    from solbench.errors import UserError
 
-    code = compare_render.run_compare(base, new, metric=metric, threshold=threshold, alpha=alpha,
-                           allow_cross_device=allow_cross_device,
-                           allow_mixed_methods=allow_mixed_methods, fail_on=fail_on, markdown=markdown,
-                           json_path=json_out, github_benchmark=github_benchmark, bencher=bencher)
+    judged = dict(metric=metric, threshold=threshold, alpha=alpha, confidence=confidence, noise_model=noise_model,
+                  allow_mixed_methods=allow_mixed_methods)
+    if aa:
+        raise typer.Exit(compare_aa.run_aa(files, json_path=json_out, markdown=markdown, **judged))
+    if len(files) != 2:
+        raise UserError(f"expected BASE and NEW (2 results files), got {len(files)}; pass --aa to compare "
+                        f"several runs of the same code", field="FILES")
+    code = compare_render.run_compare(files[0], files[1], allow_cross_device=allow_cross_device, fail_on=fail_on,
+                                      markdown=markdown, json_path=json_out, github_benchmark=github_benchmark,
+                                      bencher=bencher, **judged)
     raise typer.Exit(code)

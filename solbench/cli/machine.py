@@ -23,8 +23,10 @@ def calibrate_cmd(
 ) -> None:
     """Measure this device's ceilings (DRAM, L2, matmul per dtype) and compare them with the datasheet."""
     from solbench import calibrate as cal
+    from solbench.cli.app import writable_file, writable_folder
 
-    cal.calibrate_command(device, Path(out_dir) / "calibration", quick=quick, json_out=json_path, console=out,
+    folder = writable_folder(Path(out_dir) / "calibration", "--out")
+    cal.calibrate_command(device, folder, quick=quick, json_out=writable_file(json_path, "--json"), console=out,
                           datasheet_for=peaks_mod.datasheet_peaks)
 
 

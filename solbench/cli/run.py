@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
 from solbench import console as ui
 from solbench import hardware, pipeline, plan, results
 from solbench import peaks as peaks_mod
-from solbench.cli.app import CUDA_TIMERS, csv_list, load_specs, app, err, out, parse_shape, user_errors
+from solbench.cli.app import (CUDA_TIMERS, app, csv_list, err, load_specs, out, parse_shape, user_errors,
+                              writable_file, writable_folder)
+from solbench.cli import scaleout
+from solbench.cli.audit import counters_table
 from solbench.errors import UserError
 from solbench.measure import TimingConfig
 
@@ -27,8 +31,9 @@ def run(
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline that speedups are measured against."),
     quick: bool = typer.Option(False, "--quick", help="Only the first (small) case of each op."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    peaks: str = typer.Option("datasheet", "--peaks", help="datasheet, measured, at-clock (datasheet compute peak "
-                              "scaled by the SM clock NVML observed), or a peak-table YAML file."),
+    peaks: Optional[str] = typer.Option(None, "--peaks", help="datasheet (the default on a GPU), measured, at-clock "
+                                        "(datasheet compute peak scaled by the SM clock NVML observed), or a "
+                                        "peak-table YAML file. A CPU is always scored against its measured ceilings."),
     specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs (repeatable; also $SOLBENCH_SPECS)."),
     out_dir: Path = typer.Option(pipeline.DEFAULT_RESULTS_DIR, "--out", help="Folder for the results file."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results file here."),
@@ -43,22 +48,61 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Seed for the random inputs."),
     timer: str = typer.Option("events", "--timer", help="CUDA timer: " + ", ".join(CUDA_TIMERS) +
                               " (events is the default); a CPU run always uses the wall clock."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help=scaleout.GPUS_HELP),
+    executor: str = typer.Option("local", "--executor", help=scaleout.EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=scaleout.RAY_ADDRESS_HELP),
+    accelerators: Optional[str] = typer.Option(None, "--accelerators", help=scaleout.ACCELERATORS_HELP),
+    retries: int = typer.Option(2, "--retries", help=scaleout.RETRIES_HELP),
+    resume: Optional[Path] = typer.Option(None, "--resume", help=scaleout.RESUME_HELP),
+    remote: Optional[str] = typer.Option(None, "--remote", help="Run on the solbench serve at this URL (API key in "
+                                         "$SOLBENCH_API_KEY); its results file is saved and printed here."),
+    counters: bool = typer.Option(False, "--counters", help="After timing, a separate Nsight Compute pass adds each "
+                                  "record's DRAM bytes, FLOPs and throughputs (`counters`); needs ncu and a GPU."),
+    nvtx: bool = typer.Option(False, "--nvtx", help="NVTX ranges per op / case / impl and per timed call, and "
+                              "cudaProfilerStart/Stop around each timed window (for nsys; README)."),
+    ncu: Optional[str] = typer.Option(None, "--ncu", help="The ncu for --counters (default: $SOLBENCH_NCU, PATH, "
+                                      "/usr/local/cuda/bin, /opt/nvidia/nsight-compute/*)."),
 ) -> None:
     """Check, time and score each op's implementations and baselines; write a results file."""
-    config = _run_config(ops, dtypes, shape, impls, baseline, quick, device, peaks, out_dir, rse, budget,
-                         min_samples, timeout, fail_fast, no_isolate, seed, timer)
+    config = _run_config(ops, dtypes, shape, impls, baseline, quick, device, peaks or "datasheet", out_dir, rse,
+                         budget, min_samples, timeout, fail_fast, no_isolate, seed, timer)
+    config = dataclasses.replace(config, counters=counters, ncu=ncu,
+                                 timing=dataclasses.replace(config.timing, nvtx=nvtx))
+    if remote:
+        from solbench.cli.remote import remote_request, run_remote
+
+        request = remote_request(ops, dtypes, shape, impls, baseline, quick, timer, peaks, rse, budget, min_samples,
+                                 timeout, fail_fast, seed)
+        local = {"--device": device != "auto", "--specs": bool(specs_dirs), "--no-isolate": no_isolate,
+                 "--gpus": gpus is not None, "--executor": executor != "local", "--resume": resume is not None,
+                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None}
+        raise typer.Exit(run_remote(remote, request, out_dir, json_path, csv_path, local))
+    config = scaleout.with_placement(config, gpus, executor, ray_address, accelerators, retries, resume)
+    if config.placement.accelerators:
+        return scaleout.run_fleet(config, load_specs(specs_dirs), out_dir, json_path, csv_path)
+    json_path = json_path or resume      # resuming writes back into the file it resumes
+    writable_file(json_path, "--json")
+    writable_file(csv_path, "--csv")
     specs = load_specs(specs_dirs)
     with err.status("probing the device..."):
         prepared = pipeline.prepare(config, specs)
     _print_header(prepared.info, prepared.peaks, list(prepared.warnings))
+    scaleout.describe_resume(prepared)
     if prepared.info.kind == "cpu" and timer != "events":
         out.print(f"[yellow]--timer {timer} is a CUDA timer: this CPU run uses the wall clock[/]")
-    run_ = _execute(prepared)
+    if prepared.info.kind == "cpu" and peaks is not None and peaks != "measured":
+        out.print(f"[yellow]--peaks {peaks}: a CPU has no datasheet; this run is scored against this CPU's "
+                  f"measured ceilings[/]")
+    run_ = _execute(prepared, lambda partial: pipeline.write(partial, out_dir, json_path))
     paths = pipeline.write(run_, out_dir, json_path, csv_path)
-    for table in ui.op_tables(run_.records):
+    for table in ui.op_tables(run_.records, out.width):
         out.print(table)
     for line in ui.summary_lines(run_.records):
         out.print(line)
+    if counters and (table := counters_table(run_.records)) is not None:
+        out.print(table)
+    if nvtx and prepared.info.kind == "cpu":
+        out.print("[yellow]--nvtx: no CUDA device, so no NVTX ranges were emitted[/]")
     if prepared.info.kind == "cpu":
         out.print("[bold yellow]No CUDA device: CUDA implementations were SKIPPED; PyTorch baselines ran on the "
                   "CPU and are scored against this CPU's measured ceilings.[/]")
@@ -83,6 +127,7 @@ def _run_config(ops: str, dtypes: Optional[str], shape: Optional[str], impls: Op
     if timer not in CUDA_TIMERS:
         raise UserError(f"unknown timer '{timer}' (use {', '.join(CUDA_TIMERS)})", field="--timer")
     peaks_mod.check_mode(peaks)
+    writable_folder(out_dir, "--out")
     selection = plan.Selection(ops=tuple(v.strip() for v in ops.split(",")), dtypes=_canonical_dtypes(csv_list(dtypes)),
                                shape=parse_shape(shape), impls=csv_list(impls), baseline=baseline, quick=quick)
     timing = TimingConfig(timer=timer, rse_target=rse, budget_s=budget, min_samples=min_samples,
@@ -102,7 +147,9 @@ def _canonical_dtypes(names: Optional[tuple[str, ...]]) -> Optional[tuple[str, .
         raise UserError(exc.detail, field="--dtypes") from None
 
 
-def _execute(prepared: pipeline.Prepared) -> results.Run:
+def _execute(prepared: pipeline.Prepared,
+             checkpoint: Optional[Callable[[results.Run], object]] = None) -> results.Run:
+    """Measure with a progress bar; `checkpoint(run)` writes the results so far after every record."""
     with ui.make_progress(err) as progress:
         task = progress.add_task("measuring", total=prepared.total, last="")
 
@@ -110,7 +157,7 @@ def _execute(prepared: pipeline.Prepared) -> results.Run:
             progress.update(task, advance=1, last=f"{r.op} {r.case} {r.dtype} {r.impl}: {r.status}")
 
         command = " ".join(["solbench"] + [shlex.quote(a) for a in sys.argv[1:]])
-        return pipeline.execute(prepared, on_record, command)
+        return pipeline.execute(prepared, on_record, command, checkpoint)
 
 
 def _print_header(info: hardware.DeviceInfo, peaks: peaks_mod.Peaks, warnings: list[str]) -> None:
@@ -161,15 +208,27 @@ def show(op: str = typer.Argument(..., help="Op name."),
         out.print(f"  input  {t.name}: shape [{', '.join(f.source for f in t.shape)}], init {t.init}, dtype {t.dtype or '(case dtype)'}")
     for t in s.outputs:
         out.print(f"  output {t.name}: shape [{', '.join(f.source for f in t.shape)}], dtype {t.dtype or '(case dtype)'}")
-    out.print(f"  flops: {s.flops.source}\n  bytes: {s.bytes.source if s.bytes else 'auto (each input read once, each output written once)'}")
+    out.print(f"  flops: {s.flops.source}\n  bytes: {s.bytes.source if s.bytes else 'auto (each input read once, each output written once)'}",
+              soft_wrap=True, highlight=False)   # a formula is copied as one line
     out.print(f"  compute: {s.compute}")
     out.print(f"  reference: {s.reference.fn} in {s.reference.dtype or 'float64'}")
     for c in s.baselines:
-        out.print(f"  baseline {c.name}: {c.fn}{' (torch.compile)' if c.compile else ''} {c.kwargs or ''}")
+        out.print(f"  baseline {c.name}: {c.fn}{' (torch.compile)' if c.compile else ''} {_kwargs(c.kwargs)}",
+                  highlight=False)
     for c in s.impls:
-        out.print(f"  impl {c.name}: {c.fn}{' [cuda]' if c.device else ''} {c.kwargs or ''}")
+        out.print(f"  impl {c.name}: {c.fn}{' [cuda]' if c.device else ''} {_kwargs(c.kwargs)}", highlight=False)
     for d, t in s.tolerance.items():
         out.print(f"  tolerance {d}: " + ", ".join(f"{k}={v:g}" for k, v in vars(t).items() if v is not None))
+
+
+def _kwargs(kwargs: dict) -> str:
+    """Keyword arguments as the spec writes them: a formula as `"=expr"`, not as a Python object."""
+    from rich.markup import escape
+
+    from solbench.expr import Formula
+
+    shown = {k: f"={v.source}" if isinstance(v, Formula) else v for k, v in kwargs.items()}
+    return escape(str(shown)) if shown else ""
 
 
 @app.command()
@@ -182,6 +241,7 @@ def env(device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or 
     from solbench.job import ProbeJob
 
     peaks_mod.check_mode(peaks)
+    writable_folder(out_dir, "--out")
     probe = make_executor(True, 600.0).probe(ProbeJob(device, out_dir / "cache"))
     peaks_used, warnings = peaks_mod.resolve(probe.info, peaks, out_dir / "cache", probe.cpu_peaks)
     for key, value in pipeline.environment(probe.info).items():

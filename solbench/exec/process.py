@@ -9,9 +9,10 @@ the moment the worker announces it; a call that outlives it is killed with its w
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from solbench.errors import UserError
 from solbench.exec.base import supervise
@@ -26,10 +27,10 @@ class ProcessExecutor:
         self.call_timeout_s = call_timeout_s
 
     def run(self, job: WorkerJob) -> Iterator[Event]:
-        return supervise(job, lambda j: _events(j, self.call_timeout_s))
+        return supervise(job, lambda j: spawn_events(j, self.call_timeout_s))
 
     def probe(self, job: ProbeJob) -> Probe:
-        for event in _events(job, _PROBE_TIMEOUT_S):
+        for event in spawn_events(job, _PROBE_TIMEOUT_S):
             if isinstance(event, ProbeDone):
                 return event.probe
             if isinstance(event, JobFailed):
@@ -41,8 +42,11 @@ class ProcessExecutor:
         raise UserError("probing the device failed: the worker died without an answer")
 
 
-def worker_main(job: WorkerJob | ProbeJob, conn: Any) -> None:
-    """Entry point of every worker process: run the job and send its events back."""
+def worker_main(job: WorkerJob | ProbeJob, conn: Any, env: dict[str, str] | None = None) -> None:
+    """Entry point of every worker process: run the job and send its events back.
+
+    `env` is set before anything touches CUDA (a --gpus worker is pinned by CUDA_VISIBLE_DEVICES)."""
+    os.environ.update(env or {})
     from solbench.worker import iter_job, probe_here
 
     try:
@@ -58,12 +62,16 @@ def worker_main(job: WorkerJob | ProbeJob, conn: Any) -> None:
         conn.send(JobFailed(f"{type(exc).__name__}: {exc}"))
 
 
-def _events(job: WorkerJob | ProbeJob, timeout_s: float) -> Iterator[Event]:
+def spawn_events(job: WorkerJob | ProbeJob, timeout_s: float, env: dict[str, str] | None = None,
+            on_start: Callable[[Any], None] | None = None) -> Iterator[Event]:
+    """Run `job` in a fresh worker process; `on_start(proc)` lets a caller kill it from another thread."""
     ctx = mp.get_context("spawn")
     reader, writer = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=worker_main, args=(job, writer), daemon=True)
+    proc = ctx.Process(target=worker_main, args=(job, writer, env), daemon=True)
     proc.start()
     writer.close()
+    if on_start is not None:
+        on_start(proc)
     try:
         yield from _relay(proc, reader, timeout_s)
     finally:

@@ -9,12 +9,15 @@ iteration index, so the caller can rotate input sets, plus the device facts the 
 
 Layout (nvbench's split; every record names the timer that produced it):
 - config.py      TimingConfig (the knobs), Measurement (the answer), TimerCache (per-process calibrations)
-- noise.py       the noise model and the stopping rule (a protocol; NoiseTarget is today's rule)
+- noise.py       the noise of a median (within-run + run-to-run from noise_model.py) and the stopping
+                 rule (a protocol; NoiseTarget is today's rule)
 - sampler.py     collects batches until the rule or the budget says stop; drops throttled batches
 - l2flush.py     the flush buffer (twice the L2) rewritten before each timed call
+- cpu.py         on a CPU: the cache flush (four times all its caches) and re-timing preempted calls
 - timers/        one module per timer, named in timers.TIMERS:
                    events (CUDA default: event pairs, spin-held queue, tare), graph (CUDA graph replay),
                    cupti (device-side kernel times from torch.profiler), wall (host clock; every CPU run)
+- nvtx.py        --nvtx: NVTX ranges per timed call, cudaProfilerStart/Stop around the timed window
 - crosscheck.py  events/graph checked against CUPTI: work on a side stream makes the record invalid
 - throughput.py  best time per call of back-to-back batches (what `solbench calibrate` needs)
 
@@ -28,15 +31,17 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from solbench.measure.config import Call, Measurement, TimerCache, TimingConfig, describe
+from solbench.measure.cpu import CacheFlush, cpu_flush_bytes
 from solbench.measure.crosscheck import CHECKED_TIMERS, cross_check
 from solbench.measure.l2flush import L2Flush, flush_bytes
-from solbench.measure.noise import RUN_TO_RUN_FLOOR, Noise, NoiseTarget, StoppingRule
+from solbench.measure.noise import Noise, NoiseTarget, StoppingRule
+from solbench.measure.nvtx import Markers
 from solbench.measure.timers import TIMERS, TimerContext, timer_named
 from solbench.measure.timers.base import DEFAULT_SM_HZ
 from solbench.measure.timers.events import EventOverhead
 from solbench.telemetry import ClockMonitor
 
-__all__ = ["TIMERS", "RUN_TO_RUN_FLOOR", "Call", "EventOverhead", "Measurement", "Noise", "NoiseTarget",
+__all__ = ["TIMERS", "Call", "EventOverhead", "Measurement", "Noise", "NoiseTarget",
            "StoppingRule", "TimerCache", "TimingConfig", "bench", "describe", "measure"]
 
 
@@ -45,22 +50,31 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
             cache: TimerCache | None = None) -> Measurement:
     """Time `call(i)` on a device of kind `device_kind` ('cuda' or 'cpu') with `config.timer`.
 
-    l2_bytes sizes the flush buffer; sm_clock_mhz converts the events timer's spins to cycles; the
-    monitor samples clocks during the batches (and drops throttled ones); the cache keeps the events
-    tare for the next call in this process. A CPU is always timed with the `wall` timer.
+    l2_bytes sizes the flush buffer: the cache to evict before each call (a GPU's L2; on a CPU all its
+    caches, DeviceInfo.flushed_cache_bytes); sm_clock_mhz converts the events timer's spins to cycles;
+    the monitor samples clocks during the batches (and drops throttled ones); the cache keeps the events
+    tare and the CPU flush buffer for the next call in this process. A CPU is always timed with `wall`.
     """
     timer = timer_named(config.timer)           # an unknown name fails on every device
     if device_kind != "cuda":
-        ctx = TimerContext(call, config, device_kind, L2Flush(0), ClockMonitor.open("cpu"), cache or TimerCache())
+        cache = cache or TimerCache()
+        nbytes = cpu_flush_bytes(l2_bytes, config.flush)
+        flush = cache.get("cpu_flush", nbytes, lambda: CacheFlush(nbytes))
+        ctx = TimerContext(call, config, device_kind, flush, ClockMonitor.open("cpu"), cache)
         return TIMERS["wall"](ctx)
     import torch
 
     monitor = monitor or ClockMonitor.open("cpu")
     flush = L2Flush(flush_bytes(l2_bytes, config.flush))
     cycles_per_s = sm_clock_mhz * 1e6 if sm_clock_mhz else DEFAULT_SM_HZ
-    ctx = TimerContext(call, config, "cuda", flush, monitor, cache or TimerCache(), torch.cuda.synchronize,
-                       cycles_per_s)
-    m = timer(ctx)
+    markers = Markers(config.nvtx)      # --nvtx: every timed call in a range, the timed window marked
+    window = markers.window(f"solbench timed window ({config.timer})")
+    ctx = TimerContext(markers.wrap(call, "timed call"), config, "cuda", flush, monitor, cache or TimerCache(),
+                       torch.cuda.synchronize, cycles_per_s, window)
+    try:
+        m = timer(ctx)
+    finally:
+        window.close()
     monitor.mark_after()
     if config.cross_check and config.timer in CHECKED_TIMERS:
         cross_check(m, call, flush)
@@ -76,7 +90,8 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
              'cupti' or 'wall'. A CPU is always timed with 'wall' (the result's `timer` says so).
     rse      stop sampling once the within-run relative standard error of the median is below this ...
     budget_s ... or after this many seconds (then `reached_target` is False and a note says so).
-    flush    rewrite a buffer twice the L2's size before each call (outside the timed window).
+    flush    rewrite a buffer twice the L2's size (on a CPU: four times all its caches) before each call,
+             outside the timed window.
     device   'cpu', 'cuda' or 'cuda:N'; None: where the tensors fn returns live (CPU without CUDA).
     cache    keep the events timer's calibration between calls (pass the same TimerCache() each time).
 
@@ -98,7 +113,9 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
     kind, index = _where(fn, device)
     config = TimingConfig(timer=timer, rse_target=rse, budget_s=budget_s, flush=flush)
     if kind == "cpu":
-        return measure(lambda _i: fn(), "cpu", config, cache=cache)
+        from solbench.hardware import cpu_cache_bytes
+
+        return measure(lambda _i: fn(), "cpu", config, cpu_cache_bytes(), cache=cache)
     import torch
 
     with torch.cuda.device(index):

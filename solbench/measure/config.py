@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from solbench.measure.noise import Noise, floor_for
+from solbench.measure.noise import Noise
+from solbench.noise_model import RunToRunModel, default_model
 from solbench.stats import TimeStats
 
 Call = Callable[[int], Any]  # call(i) runs iteration i (the caller rotates inputs by i)
@@ -29,15 +30,13 @@ class TimingConfig:
     max_discards: int = 5            # throttled batches re-measured before throttling is accepted (and warned)
     throttle_pause_s: float = 0.5
     peaks_at_clock: bool = False     # re-score the compute peak at the SM clock NVML observed
-    rse_floor: float | None = None   # run-to-run floor; None: RUN_TO_RUN_FLOOR of the device kind
+    run_to_run: RunToRunModel | None = None   # None: the default model of the device kind (noise_model.py)
     event_correction: bool = True    # events: subtract the calibrated per-call event overhead
+    nvtx: bool = False               # NVTX ranges + cudaProfilerStart/Stop around the timed window (nvtx.py)
 
-    def __post_init__(self) -> None:
-        if self.rse_floor is not None and not 0 <= self.rse_floor < 1:
-            raise ValueError(f"rse_floor must be in [0, 1), got {self.rse_floor}")
-
-    def floor_for(self, device_kind: str) -> float:
-        return floor_for(device_kind, self.rse_floor)
+    def model_for(self, device_kind: str) -> RunToRunModel:
+        """The run-to-run model records are stamped with: the one given, else the device kind's default."""
+        return self.run_to_run if self.run_to_run is not None else default_model(device_kind)
 
 
 @dataclass
@@ -72,9 +71,13 @@ class Measurement:
     correction: dict[str, Any] | None = None        # how the tare was measured, for the record
 
     def time_json(self) -> dict[str, Any]:
-        """The record's `time_s`: the robust summary, the noise (total and within-run), the target, the tare."""
+        """The record's `time_s`: the robust summary, the noise (total, within-run, run-to-run and the model
+        that gave it), the target, the tare."""
         within = self.noise.within if self.noise else self.stats.rse
-        return {**self.stats.to_json(), "rse_within": within, "rse_target": self.rse_target,
+        run_to_run = self.noise.run_to_run if self.noise else None
+        source = self.noise.source if self.noise else None
+        return {**self.stats.to_json(), "rse_within": within, "run_to_run": run_to_run,
+                "run_to_run_source": source, "rse_target": self.rse_target,
                 "reached_target": self.reached_target, "overhead_s": self.overhead_s}
 
 

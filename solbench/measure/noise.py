@@ -1,4 +1,4 @@
-"""How precise is a median? The noise model and the rule that says when sampling may stop.
+"""How precise is a median? The within-run noise, the run-to-run part, and the rule that says when sampling may stop.
 
 The within-run estimate from the samples (IQR-based standard error of the median) assumes independent
 samples and sees nothing that differs between processes: boost clock and power state, memory
@@ -6,20 +6,23 @@ placement, the events timer's tare. Two runs of the same case differed by 2.6-3.
 that estimate said 0.3-0.6%. The reported noise (`time_s.rse`, the relative standard error of the
 reported median) is therefore
 
-    rse = sqrt(within^2 + clock^2 + overhead^2 + floor^2)
+    rse = sqrt(within^2 + run_to_run^2),   run_to_run = sqrt(clock^2 + overhead^2 + modelled^2)
 
 - within = max(sampling, batches): `sampling` is the IQR estimate over all samples; `batches` is the
   standard error from the medians of >= MIN_BATCHES independent batches taken one after another (slow
   drift and batch-to-batch correlation show up here, not in the pooled estimate);
 - clock = relative standard deviation of the SM clock NVML saw during the kept batches (a time is at
   most inversely proportional to the clock, so this bounds the clock's share);
-- overhead = the event tare's standard error over the median (events timer only);
-- floor = RUN_TO_RUN_FLOOR for the device kind: the process-to-process spread that no single run can
-  observe, estimated from A/A pairs (`scripts/aa_check.py` prints the estimate from any two runs).
+- overhead = the event tare's standard error over the median (events timer only): the tare is measured
+  once per worker process, so its error is the same for every sample of a run and differs between runs;
+- modelled = the device's run-to-run noise model at this median (solbench/noise_model.py: measured by
+  `solbench noise`, or the conservative default of the device kind): the process-to-process spread that
+  no single run can observe.
 
-Only `within` shrinks with more samples, so the stopping rule (and `reached_target`) compares
-`within` (`time_s.rse_within`) with the target and needs >= MIN_BATCHES batches; `rse` is what two
-runs of the same case are compared with (`scripts/aa_check.py` uses exactly this field).
+`run_to_run` (`time_s.run_to_run`, with `time_s.run_to_run_source` naming the model) is what
+`solbench compare` requires a change to exceed. Only `within` shrinks with more samples, so the
+stopping rule (and `reached_target`) compares `within` (`time_s.rse_within`) with the target and needs
+>= MIN_BATCHES batches.
 
 The stopping rule is a protocol (`StoppingRule`) so that another criterion (a fixed sample count, a
 confidence interval on a ratio) can replace today's `NoiseTarget` without touching the timers.
@@ -32,15 +35,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from solbench.noise_model import RunToRunModel
 from solbench.stats import median_rse
 
 MIN_BATCHES = 5             # independent batches before the between-batch noise counts (and the target can be met)
 GROUP_MIN = 5               # batches smaller than this (wall: one sample) are pooled into groups of >= 5
-# Process-to-process relative spread of a median that one run cannot see. cuda: from the H200 A/A pair
-# (eager softmax + gemm, 14 cases): |differences| up to 3.2% where within-run noise explained <= 0.6%;
-# a 1% per-run spread (1.4% on a difference) makes that the largest of 14 at ~2.2 sigma. CPU: not
-# estimated, so none is claimed. Re-estimate with scripts/aa_check.py on the device in question.
-RUN_TO_RUN_FLOOR = {"cuda": 0.01, "cpu": 0.0}
 
 Batches = list[list[float]]
 
@@ -53,19 +52,25 @@ class Noise:
     batches: float | None        # None: fewer than MIN_BATCHES batches
     clock: float = 0.0
     overhead: float = 0.0
-    floor: float = 0.0
+    modelled: float = 0.0        # the run-to-run model's spread at this median
+    source: str = ""             # which model: "measured:<fingerprint>" or "default:<kind>"
 
     @property
     def within(self) -> float:
         return max(self.sampling, self.batches or 0.0)
 
     @property
+    def run_to_run(self) -> float:
+        return math.sqrt(self.clock ** 2 + self.overhead ** 2 + self.modelled ** 2)
+
+    @property
     def total(self) -> float:
-        return math.sqrt(self.within ** 2 + self.clock ** 2 + self.overhead ** 2 + self.floor ** 2)
+        return math.sqrt(self.within ** 2 + self.run_to_run ** 2)
 
     def to_json(self) -> dict[str, Any]:
         return {"rse": self.total, "within": self.within, "sampling": self.sampling, "batches": self.batches,
-                "clock": self.clock, "overhead": self.overhead, "floor": self.floor}
+                "clock": self.clock, "overhead": self.overhead, "modelled": self.modelled,
+                "run_to_run": self.run_to_run, "run_to_run_source": self.source}
 
 
 def batch_rse(batches: Batches) -> float | None:
@@ -90,17 +95,16 @@ def batch_rse(batches: Batches) -> float | None:
     return statistics.stdev(meds) / math.sqrt(len(meds)) / center
 
 
-def noise_of(batches: Batches, clock: float = 0.0, overhead_s: float = 0.0, floor: float = 0.0) -> Noise:
-    """The reported noise of the median of all samples in `batches` (overhead_s: the tare's error, absolute)."""
+def noise_of(batches: Batches, clock: float = 0.0, overhead_s: float = 0.0,
+             model: RunToRunModel | None = None) -> Noise:
+    """The reported noise of the median of all samples in `batches` (overhead_s: the tare's error, absolute;
+    model: the device's run-to-run model, None for the within-run parts only)."""
     samples = [x for b in batches for x in b]
     med = statistics.median(samples) if samples else 0.0
     rel_overhead = overhead_s / med if med > 0 else (math.inf if overhead_s else 0.0)
-    return Noise(median_rse(samples), batch_rse(batches), clock, rel_overhead, floor)
-
-
-def floor_for(device_kind: str, override: float | None = None) -> float:
-    """The run-to-run floor of a device kind, unless the caller set one."""
-    return override if override is not None else RUN_TO_RUN_FLOOR.get(device_kind, 0.0)
+    modelled = model.spread(med) if model is not None else 0.0
+    return Noise(median_rse(samples), batch_rse(batches), clock, rel_overhead, modelled,
+                 model.source if model is not None else "")
 
 
 class StoppingRule(Protocol):

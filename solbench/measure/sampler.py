@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from solbench.measure.config import Measurement, TimingConfig
 from solbench.measure.noise import Batches, Noise, NoiseTarget, StoppingRule, noise_of
+from solbench.noise_model import RunToRunModel
 from solbench.stats import summarize
 from solbench.telemetry import ClockMonitor
 
@@ -23,7 +24,7 @@ class Sampler:
 
     config: TimingConfig
     monitor: ClockMonitor
-    device_kind: str = "cuda"             # picks the run-to-run floor
+    device_kind: str = "cuda"             # picks the default run-to-run model
     overhead_se_s: float = 0.0            # events tare's standard error
     rule: StoppingRule | None = None      # None: NoiseTarget from the config
     batches: Batches = field(default_factory=list)
@@ -36,15 +37,15 @@ class Sampler:
         self._rule: StoppingRule = self.rule or NoiseTarget(self.config.rse_target, self.config.min_samples)
 
     @property
-    def floor(self) -> float:
-        return self.config.floor_for(self.device_kind)
+    def run_to_run_model(self) -> RunToRunModel:
+        return self.config.model_for(self.device_kind)
 
     @property
     def samples(self) -> list[float]:
         return [x for b in self.batches for x in b]
 
     def noise(self) -> Noise:
-        return noise_of(self.batches, self.monitor.sm_rel_sd(), self.overhead_se_s, self.floor)
+        return noise_of(self.batches, self.monitor.sm_rel_sd(), self.overhead_se_s, self.run_to_run_model)
 
     def add(self, batch: list[float], throttle: str | None) -> bool:
         """Keep (or drop) one batch; True when sampling should stop."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from solbench.measure.config import Call, Measurement, TimerCache, TimingConfig
+from solbench.measure.cpu import CacheFlush
 from solbench.measure.l2flush import L2Flush
+from solbench.measure.nvtx import OFF, Window
 from solbench.telemetry import ClockMonitor
 
 MAX_BATCH = 100
@@ -22,11 +24,12 @@ class TimerContext:
     call: Call
     config: TimingConfig
     device_kind: str                        # cuda | cpu
-    flush: L2Flush
+    flush: L2Flush | CacheFlush             # the GPU's L2, or a CPU's caches
     monitor: ClockMonitor
     cache: TimerCache
     sync: Callable[[], None] | None = None  # waits for the device; None on a CPU
     cycles_per_s: float = DEFAULT_SM_HZ     # SM clock: torch.cuda._sleep counts cycles
+    window: Window = field(default_factory=lambda: OFF.window(""))  # --nvtx: opened after the warm-up
 
     def warm_up(self) -> float:
         """Warm the call up (compile, autotune, allocate) and mark the clocks; a first time per iteration.
@@ -35,13 +38,14 @@ class TimerContext:
         """
         per_iter_s = warm(self.call, self.flush, self.config.warmup_s, self.sync)
         self.monitor.mark_before()
+        self.window.open()       # the timed window starts here; measure() closes it when the timer returns
         return per_iter_s
 
 
 Timer = Callable[[TimerContext], Measurement]
 
 
-def warm(call: Call, flush: L2Flush, seconds: float, sync: Callable[[], None] | None) -> float:
+def warm(call: Call, flush: L2Flush | CacheFlush, seconds: float, sync: Callable[[], None] | None) -> float:
     """Run flush + call for `seconds` (at least twice); the time per iteration (pessimistic: includes a sync)."""
     i = 0
     if sync is not None:

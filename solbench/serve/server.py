@@ -1,0 +1,155 @@
+"""A server's parts, assembled from its configuration, and the uvicorn process that serves them.
+
+`ServeConfig` is what `solbench serve`'s flags say (each checked there, by name); `Services` is everything
+the routes use: the op library, the device's op service, the run queue, keys, allowlist, rate limiter and
+metrics, started and stopped with the app.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from solbench.errors import UserError
+from solbench.serve.auth import Allowlist, KeyRing
+from solbench.serve.limits import RateLimiter
+from solbench.serve.metrics import Metrics
+from solbench.serve.oplib import OpLibrary, build_library
+from solbench.serve.opsvc import OpService
+from solbench.serve.opworker import WorkerSetup
+from solbench.serve.runs import MakeConfig, RunService
+from solbench.spec import OpSpec
+
+LOG = "solbench.serve"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: Path | None = None
+    allow: str | None = None
+    rate: str = "50/second"
+    max_body: int = 64 << 20
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    queue: int = 64
+    run_queue: int = 4
+    device: str = "auto"
+    specs_dirs: tuple[Path, ...] = ()
+    out_dir: Path = Path("results/serve")
+    test_ops: bool = False
+    op_timeout: float = 60.0
+    gpu_memory: float = 0.9
+    load_library: bool = True
+    access_log: bool = True
+    cpu_threads: int = 1
+
+    def check(self) -> None:
+        """Flag combinations that cannot work, named by flag (solbench serve checks each flag's own value)."""
+        if not _DEVICE.match(self.device):
+            raise UserError(f"unknown device '{self.device}' (use auto, cpu, cuda or cuda:N)", field="--device")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            missing = "--tls-cert" if self.tls_key else "--tls-key"
+            raise UserError("give --tls-cert and --tls-key together", field=missing)
+        for flag, path in (("--tls-cert", self.tls_cert), ("--tls-key", self.tls_key)):
+            if path is not None and not Path(path).is_file():
+                raise UserError(f"no such file: {path}", field=flag)
+        if self.api_keys is None and self.host not in LOOPBACK:
+            raise UserError(f"serving on '{self.host}' (not loopback) needs --api-keys: without keys anyone who "
+                            f"reaches the port can run work on the GPU", field="--api-keys")
+        if not 0 < self.gpu_memory <= 1:
+            raise UserError(f"must be a fraction in (0, 1], got {self.gpu_memory}", field="--gpu-memory")
+        for flag, value in (("--queue", self.queue), ("--run-queue", self.run_queue)):
+            if value < 1:
+                raise UserError(f"must be at least 1, got {value}", field=flag)
+        if self.cpu_threads < 1:
+            raise UserError(f"must be at least 1, got {self.cpu_threads}", field="--cpu-threads")
+        if self.op_timeout <= 0:
+            raise UserError(f"must be positive, got {self.op_timeout}", field="--op-timeout")
+        if not 0 <= self.port <= 65535:
+            raise UserError(f"not a port: {self.port}", field="--port")
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+
+@dataclass
+class Services:
+    config: ServeConfig
+    library: OpLibrary
+    ops: OpService
+    runs: RunService
+    keys: KeyRing | None
+    allowlist: Allowlist
+    limiter: RateLimiter
+    metrics: Metrics = field(default_factory=Metrics)
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger(LOG))
+    started: bool = False
+
+    def start(self) -> None:
+        """Idempotent: the app's lifespan calls it, and so may a test that drives the app without one."""
+        if self.started:
+            return
+        self.started = True
+        self.ops.start()
+        self.runs.start()
+        self.metrics.watch(self.ops.setup.device, lambda: self.ops.depth, lambda: self.ops.restarts,
+                           lambda: float(self.ops.last_memory))
+        self.metrics.runs.set_function(lambda: self.runs.depth)
+        self.log.info("serving %d ops on %s; %s; clients allowed from %s; rate %s per key", len(self.library.ops),
+                      self.ops.setup.device, f"{len(self.keys.keys)} API keys ({', '.join(self.keys.names)})"
+                      if self.keys else "no API keys (loopback only)", self.allowlist.describe(), self.limiter.rate)
+
+    def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        self.runs.stop()
+        self.ops.stop()
+
+
+def build(config: ServeConfig, specs: dict[str, OpSpec], make_config: MakeConfig) -> Services:
+    config.check()
+    keys = KeyRing.load(config.api_keys) if config.api_keys else None
+    library = build_library(specs, config.test_ops)
+    setup = WorkerSetup(config.device, library.sources(), config.load_library, config.cpu_threads)
+    ops = OpService(setup, config.queue, config.op_timeout, config.gpu_memory)
+    runs = RunService(specs, make_config, config.run_queue, config.out_dir, served=lambda: ops.served)
+    return Services(config, library, ops, runs, keys, Allowlist.parse(config.allow), RateLimiter(config.rate))
+
+
+def serve(services: Services) -> None:
+    """Run uvicorn until interrupted (the app's lifespan starts and stops the services)."""
+    import uvicorn
+
+    from solbench.serve.app import create_app
+
+    c = services.config
+    # The event loop hands replies over from the worker threads: a 1 ms GIL switch interval (default 5)
+    # keeps a reply from waiting behind a busy loop for longer than the request took on the GPU.
+    sys.setswitchinterval(0.001)
+    uvicorn.run(create_app(services), host=c.host, port=c.port, ssl_certfile=str(c.tls_cert) if c.tls_cert else None,
+                ssl_keyfile=str(c.tls_key) if c.tls_key else None, access_log=c.access_log, log_level="info",
+                log_config=log_config(), timeout_graceful_shutdown=10,
+                # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client could then
+                # claim any address and walk past --allow. The allowlist sees the socket's peer only.
+                proxy_headers=False)
+
+
+def log_config() -> dict:
+    """uvicorn's logging, with this package's logger printed the same way. Access lines hold the method,
+    path and status only: a key travels in a header, which nothing here logs."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"][LOG] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
