@@ -490,14 +490,21 @@ def bind_dims(op: OpDef, args: dict[str, Any]) -> Ctx:
     return ctx
 
 
-def output_shape(op: OpDef, out_index: int, ctx: Ctx) -> list[Any]:
-    """An output's shape from the dims a call bound (entries of an output with `shape`)."""
+def output_shape(op: OpDef, out_index: int, ctx: Ctx,
+                 dynamic: Callable[[], Any] | None = None) -> list[Any]:
+    """An output's shape from the dims a call bound and its int arguments (entries of an
+    output with `shape`); a '?' length is what `dynamic()` returns (a fake's unbacked size)."""
     o = op.outputs[out_index]
     assert o.shape is not None
     shape: list[Any] = []
     for d in o.shape.dims:
         if d.kind == "variadic":
             shape += list(ctx.values[d.name])
+        elif d.kind == "dynamic":
+            if dynamic is None:
+                raise ValueError(f"{op.name}: output {o.name} has a length only the op "
+                                 "learns ('?'): no static shape")
+            shape.append(dynamic())
         else:
             assert d.expr is not None
             shape.append(d.expr.fn(ctx.values, ctx.args))

@@ -25,6 +25,12 @@ def _signature(op: OpDef) -> inspect.Signature:
     return inspect.Signature(params)
 
 
+def _unbacked_size() -> Any:
+    """A '?' output length: a size the compiler may not assume anything about (NMS's count
+    of kept boxes), from the fake context torch.compile and opcheck run fakes in."""
+    return torch.library.get_ctx().new_dynamic_size()
+
+
 def make_fake(op: OpDef) -> Callable[..., Any]:
     """Outputs with the shapes and dtypes the entry declares; no checks (the wrapper and
     the compiled op run those), no data."""
@@ -48,7 +54,8 @@ def make_fake(op: OpDef) -> Callable[..., Any]:
                 dtype = value if isinstance(value, torch.dtype) else value.dtype
             else:
                 dtype = checks.DTYPE_INFO[o.dtype][0]
-            outs.append(ctx.args[ref].new_empty(checks.output_shape(op, i, ctx), dtype=dtype))
+            shape = checks.output_shape(op, i, ctx, _unbacked_size)
+            outs.append(ctx.args[ref].new_empty(shape, dtype=dtype))
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -130,7 +130,7 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("op", ["attention", "attention_lse", "flash_attention_mma", "flash_attention_wgmma",
-                                "attention_decode"])
+                                "flash_attention_wgmma_persistent", "attention_decode"])
 @pytest.mark.parametrize("bad,message", BAD_INPUTS)
 def test_attention_ops_reject_bad_input_before_building(op, bad, message):
     d, hkv, dtype = bad.get("d", 64), bad.get("hkv", 4), bad.get("dtype", torch.bfloat16)
@@ -148,5 +148,6 @@ def test_decode_rejects_long_queries_and_attention_lse_unknown_variants():
     q = torch.zeros(1, 4, 17, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="kernels_ext.attention_decode: decode needs a query length SQ of 1 to 16, got 17"):
         kernels_ext.attention_decode(q, q, q)
-    with pytest.raises(ValueError, match="kernels_ext.attention_lse: variant must be one of 'auto', 'mma', 'wgmma', 'decode'"):
+    with pytest.raises(ValueError, match="kernels_ext.attention_lse: variant must be one of 'auto', 'mma', 'wgmma', "
+                       "'wgmma_persistent', 'decode'"):
         kernels_ext.attention_lse(q, q, q, variant="fast")

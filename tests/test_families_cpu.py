@@ -261,7 +261,7 @@ def test_family_ops_are_in_the_op_table():
     import kernels_ext
 
     for op in ("rope", "rope_inplace", "transpose", "cross_entropy", "cross_entropy_rows", "embedding",
-               "fp8_quant", "fp8_quant_dynamic", "fp8_quant_rows", "fp8_dequant", "gemv"):
+               "fp8_quant", "fp8_quant_dynamic", "fp8_quant_rows", "fp8_dequant", "gemv", "histogram", "nms"):
         assert op in kernels_ext.OPS, op
 
 
@@ -282,6 +282,12 @@ def test_family_ops_are_in_the_op_table():
     (lambda k: k.fp8_dequant(torch.randn(4, 8).to(torch.float8_e4m3fn), torch.ones(3)), ValueError, "per row"),
     (lambda k: k.gemv(torch.randn(6, 8), torch.randn(2, 7)), ValueError, "x must have shape"),
     (lambda k: k.gemv(torch.randn(6, 8), torch.randn(2, 2, 8)), ValueError, "[B, K] or [K]"),
+    (lambda k: k.gemv(torch.randn(6, 8), torch.randn(2, 8), "tensor"), ValueError, "variant"),
+    (lambda k: k.transpose(torch.randn(6, 8), "fast"), ValueError, "variant"),
+    (lambda k: k.histogram(torch.zeros(5, dtype=torch.int32), 8193), ValueError, "bins must be in [1, 8192], got 8193"),
+    (lambda k: k.histogram(torch.zeros(5, dtype=torch.int64), 8), TypeError, "uint8, int32"),
+    (lambda k: k.nms(torch.zeros(5, 4), torch.zeros(5, 1), 0.5), ValueError, "scores must have shape"),
+    (lambda k: k.nms(torch.zeros(5, 4), torch.zeros(5), 0.5), ValueError, "CUDA"),
 ])
 def test_family_ops_reject_bad_input_before_any_build(call, error, words):
     import kernels_ext
@@ -289,3 +295,25 @@ def test_family_ops_reject_bad_input_before_any_build(call, error, words):
     with pytest.raises(error) as info:
         call(kernels_ext)
     assert words in str(info.value) and str(info.value).startswith("kernels_ext.")
+
+
+def test_fp8_fast_division_is_exact_on_a_cpu(tmp_path):
+    """The quantisers' three-instruction division (csrc/quant/fp8_division.cuh) against IEEE division
+    and two fp8 roundings, for every bf16 and fp16 input and near every fp8 rounding boundary: the
+    same host/device functions the kernels call, compiled for the host (scripts/dev/fp8_division_check.cu)."""
+    import subprocess
+    from pathlib import Path
+
+    from kernels_ext.compile_check import find_nvcc
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    root = Path(__file__).resolve().parents[1]
+    exe = tmp_path / "fp8_division_check"
+    build = subprocess.run([nvcc, "-std=c++17", "-O2", "-Xcompiler", "-ffp-contract=off", "-o", str(exe),
+                            str(root / "scripts" / "dev" / "fp8_division_check.cu")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-2000:]
+    run = subprocess.run([str(exe), "40"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert " 0 wrong, 0 specials not flagged, 0 ordinary words flagged" in run.stdout, run.stdout

@@ -19,7 +19,8 @@ from solbench import spec as spec_mod  # noqa: E402
 from solbench.torch_ops import gemm as gemm_ops  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-GEMM_OPS = ("gemm", "sgemm", "gemm_mma", "gemm_wgmma", "gemm_fp8", "gemm_decode", "linear_residual")
+GEMM_OPS = ("gemm", "sgemm", "gemm_mma", "gemm_wgmma", "gemm_fp8", "gemm_decode", "gemm_decode_mma",
+            "linear_residual")
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +66,9 @@ def test_gemm_ops_are_in_the_table_with_their_schemas():
     assert ops["gemm_fp8"].schema() == ("gemm_fp8(Tensor a, Tensor w, Tensor? scale_a=None, "
                                         "Tensor? scale_b=None) -> Tensor")
     assert ops["linear_residual"].schema() == "linear_residual(Tensor x, Tensor w, Tensor residual) -> Tensor"
+    assert ops["sgemm"].schema() == "sgemm(Tensor a, Tensor w, str config='auto') -> Tensor"
+    assert ops["gemm_mma"].schema() == "gemm_mma(Tensor a, Tensor w, str config='auto') -> Tensor"
+    assert ops["gemm_decode_mma"].schema() == "gemm_decode_mma(Tensor a, Tensor w) -> Tensor"
     for name in GEMM_OPS:
         assert name in kernels_ext.OPS
 
@@ -78,6 +82,22 @@ def test_wgmma_config_choices_match_the_launchers_names():
         assert f'return "{name}";' in header, f"{name} is not a wgmma_config_name() of the launcher"
     bench = _load_script("gemm_bench")
     assert set(bench.WGMMA_CONFIGS.values()) | {"auto"} == set(config.choices)
+
+
+@pytest.mark.parametrize("op, source, bench_dict", [
+    ("sgemm", "sgemm_fp32.cu", "SGEMM_CONFIGS"),
+    ("gemm_mma", "hgemm_mma.cu", "MMA_CONFIGS"),
+])
+def test_loader_config_choices_match_the_launchers_names(op, source, bench_dict):
+    entry = next(o for o in optable.load_table() if o.name == op)
+    config = next(a for a in entry.scalars if a.name == "config")
+    text = (ROOT / "kernels_ext" / "csrc" / "gemm" / source).read_text()
+    # every choice the table allows is a name the launcher knows (the binding looks it up), in
+    # the enum's order
+    names = [line.split('"')[1] for line in text.splitlines() if 'return "' in line and "case " in line]
+    assert tuple(names) == tuple(config.choices), (names, config.choices)
+    bench = _load_script("gemm_bench")
+    assert set(getattr(bench, bench_dict).values()) | {"auto"} == set(config.choices)
 
 
 def _t(*shape, dtype=torch.bfloat16):
@@ -96,6 +116,13 @@ def _t(*shape, dtype=torch.bfloat16):
     (lambda: kernels_ext.gemm_wgmma(_t(8, 16), _t(4, 16), "256x256"), ValueError, "config"),
     (lambda: kernels_ext.gemm_decode(_t(65, 16), _t(4, 16)), ValueError, "M <= 64"),
     (lambda: kernels_ext.gemm_decode(_t(8, 16), _t(4, 16), 3), ValueError, "split_k"),
+    (lambda: kernels_ext.gemm_decode_mma(_t(17, 16), _t(4, 16)), ValueError, "M <= 16"),
+    (lambda: kernels_ext.gemm_decode_mma(_t(8, 20), _t(4, 20)), ValueError, "multiple of 8"),
+    (lambda: kernels_ext.gemm_decode_mma(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32)),
+     TypeError, "dtype"),
+    (lambda: kernels_ext.sgemm(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "bk64"),
+     ValueError, "config"),
+    (lambda: kernels_ext.gemm_mma(_t(8, 16), _t(4, 16), "bk16"), ValueError, "config"),
     (lambda: kernels_ext.gemm_fp8(_t(8, 16), _t(4, 16)), TypeError, "float8_e4m3fn"),
     (lambda: kernels_ext.gemm_fp8(_t(8, 24, dtype=torch.float8_e4m3fn), _t(4, 24, dtype=torch.float8_e4m3fn)),
      ValueError, "multiple of 16"),
@@ -113,10 +140,19 @@ def test_specs_name_the_variants_with_per_call_dtypes():
     assert impls["hgemm_wgmma"].dtypes == ("bfloat16", "float16")
     assert impls["fp8_wgmma"].dtypes == ("float8_e4m3fn",)
     assert impls["sgemm_fp32"].dtypes == ("float32",)
+    assert impls["sgemm_fp32_bk32"].kwargs == {"config": "bk32"}
+    assert impls["hgemm_mma_bk64"].kwargs == {"config": "bk64"}
     compiled = next(c for c in gemm.baselines if c.name == "compiled")
     assert compiled.compile and compiled.compile_options["mode"] == "max-autotune"
+    assert compiled.dtypes == ("bfloat16",)      # one autotuned dtype keeps the run bounded
     assert [tuple(c.values()) for c in gemm.cases][1:] == [
         (4096, 4096, 4096), (8192, 8192, 8192), (4096, 8192, 8192), (16, 8192, 8192)]
+    decode = spec_mod.load_file(ROOT / "specs" / "ops" / "gemm_decode.yaml")
+    assert {c.name: c.fn for c in decode.impls} == {
+        "decode_wgmma": "kernels_ext:gemm_decode", "decode_mma": "kernels_ext:gemm_decode_mma",
+        "auto": "kernels_ext:gemm"}
+    assert all(case["M"] <= 16 for case in decode.cases)     # gemm_decode_mma's range
+    assert (16, 8192, 8192) in [tuple(c.values()) for c in decode.cases]
     lr = spec_mod.load_file(ROOT / "specs" / "ops" / "linear_residual.yaml")
     assert {c.name for c in lr.baselines} == {"unfused", "addmm"}
     # fused bytes: x, w and residual read once, out written once
@@ -144,3 +180,11 @@ def test_bench_summary_lists_timings_and_failures_only():
     assert "8192x8192x8192" in table and "1.07x" in table
     assert "33x1000x264" not in table          # a passing correctness-only row is not listed
     assert "1x256x512" in table and "NO" in table
+
+
+@pytest.mark.parametrize("check", ["check_decode_mma", "check_sgemm_loaders", "check_mma_interior_copies"])
+def test_index_models_of_the_round2_kernels_match_numpy(check):
+    # Lane-level models of gemm_decode_mma's fragments and rings, sgemm's bk32 copies and
+    # gemm_mma's bk64 interior copies (they follow the C++ line by line; see the module doc).
+    models = _load_script("gemm_index_models")
+    getattr(models, check)()

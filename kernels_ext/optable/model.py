@@ -56,7 +56,8 @@ NO_DEFAULT: Any = _NoDefault()
 class Dim:
     """One entry of a shape pattern."""
 
-    kind: str                   # "name" (bind or match), "expr" (match), "variadic", "any"
+    kind: str                   # "name" (bind or match), "expr" (match), "variadic", "any",
+                                # "dynamic" (an output length the op learns as it runs: "?")
     text: str
     expr: ex.Expr | None = None  # kind "expr"; kind "name" also has one (the bare name)
 

@@ -243,6 +243,13 @@ def parse_shape(where: Where, field: str, text: Any, output: bool) -> Shape:
             raise where.error(field, f"empty entry in {text!r}")
         if part == "...":
             dims.append(Dim("any", part))
+        elif part == "?":
+            # A length only the op itself learns (how many boxes NMS keeps): the impl
+            # allocates such an output, and the fake asks for an unbacked size.
+            if not output:
+                raise where.error(field, "'?' (a length known only after the op has run) is "
+                                         "for output shapes")
+            dims.append(Dim("dynamic", part))
         elif part.startswith("*"):
             if not IDENTIFIER.match(part[1:]):
                 raise where.error(field, f"{part!r}: a variadic entry is *Name")

@@ -18,25 +18,29 @@ class _Names:
     dims: frozenset[str]         # dims bound by a required tensor
     variadics: frozenset[str]    # variadic dims bound by a required tensor
     numeric: frozenset[str]      # required int / float / bool arguments
+    ints: frozenset[str]         # required int arguments (an output length may use them)
     tensors: frozenset[str]
 
-    def check(self, where: Where, field: str, e: ex.Expr, allow_scalars: bool) -> None:
-        known = self.dims | (self.numeric if allow_scalars else frozenset())
-        for n in sorted(e.names - known):
-            raise where.error(field, f"{e.text!r}: {n!r} {self._why(n, allow_scalars)}")
+    def check(self, where: Where, field: str, e: ex.Expr, scalars: frozenset[str]) -> None:
+        """Every name of e is a bound dim or one of `scalars`."""
+        for n in sorted(e.names - self.dims - scalars):
+            raise where.error(field, f"{e.text!r}: {n!r} {self._why(n, scalars)}")
         for n in sorted(e.variadics - self.variadics):
             raise where.error(field, f"{e.text!r}: prod({n}) needs a variadic dim *{n} bound "
                                      "by a required tensor")
         for n in sorted(e.tensors - self.tensors):
             raise where.error(field, f"{e.text!r}: {n!r} is not a tensor argument")
 
-    def _why(self, n: str, allow_scalars: bool) -> str:
+    def _why(self, n: str, scalars: frozenset[str]) -> str:
         if n in self.variadics:
             return f"is a variadic dim: use prod({n})"
         if n in self.kinds:
             return "is bound only by an optional tensor"
-        return "is not a dim bound by a required tensor" + (
-            " or an int/float/bool argument" if allow_scalars else "")
+        if scalars is self.numeric:
+            return "is not a dim bound by a required tensor or an int/float/bool argument"
+        if scalars is self.ints:
+            return "is not a dim bound by a required tensor or a required int argument"
+        return "is not a dim bound by a required tensor"
 
 
 def _names(where: Where, op: OpDef) -> _Names:
@@ -56,6 +60,7 @@ def _names(where: Where, op: OpDef) -> _Names:
         variadics=frozenset(n for n, k in kinds.items() if k == "variadic" and n in bound),
         numeric=frozenset(s.name for s in op.scalars
                           if s.type in ("int", "float", "bool") and not s.optional),
+        ints=frozenset(s.name for s in op.scalars if s.type == "int" and not s.optional),
         tensors=frozenset(t.name for t in op.tensors))
 
 
@@ -66,7 +71,7 @@ def check_symbols(where: Where, op: OpDef) -> None:
     for t in op.tensors:
         for d in t.shape.dims:
             if d.kind == "expr":
-                names.check(where, f"args.{t.name}.shape", d.expr, allow_scalars=False)
+                names.check(where, f"args.{t.name}.shape", d.expr, frozenset())
             if t.optional and d.kind in ("name", "variadic") and d.name not in bound:
                 raise where.error(f"args.{t.name}.shape",
                                   f"{d.text!r}: an optional tensor can only use dims that a "
@@ -77,10 +82,11 @@ def check_symbols(where: Where, op: OpDef) -> None:
                 raise where.error(f"returns.{o.name}.shape", f"{d.text!r} is not a variadic dim "
                                                              "bound by a required tensor")
             if d.kind in ("name", "expr"):
-                names.check(where, f"returns.{o.name}.shape", d.expr, allow_scalars=False)
+                # An output's length may be an int argument's value (histogram: [bins]).
+                names.check(where, f"returns.{o.name}.shape", d.expr, names.ints)
     scalars = {s.name: s for s in op.scalars}
     for i, r in enumerate(op.requires):
-        names.check(where, f"requires[{i}].check", r.expr, allow_scalars=True)
+        names.check(where, f"requires[{i}].check", r.expr, names.numeric)
         for n in message_fields(r.error):
             if n not in names.dims and (n not in scalars or scalars[n].optional):
                 raise where.error(f"requires[{i}].error", f"{{{n}}} is neither a bound dim nor "
@@ -137,6 +143,10 @@ def _check_rows(where: Where, op: OpDef) -> None:
     if not op.outputs:
         raise where.error("returns", "impl rows: at least one output")
     for o in op.outputs:
+        if o.shape is not None and any(d.kind == "dynamic" for d in o.shape.dims):
+            raise where.error(f"returns.{o.name}.shape", "impl rows allocates its outputs "
+                                                         "before the launch: a '?' length "
+                                                         "needs impl: custom")
         dtype = o.dtype if o.like is None else o.like
         if dtype not in KERNEL_DTYPES and dtype not in {t.name for t in op.tensors}:
             raise where.error(f"returns.{o.name}.dtype", f"impl rows writes "

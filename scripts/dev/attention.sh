@@ -28,7 +28,7 @@ args=()
 if [ "${ATTN_SANITIZE:-0}" = 1 ]; then
   "$py" scripts/dev/attention_bench.py --out "$out" --build-only || exit 1
   : > "$out/attention_sanitizer.txt"
-  for v in mma decode_mma decode wgmma; do
+  for v in mma decode_mma decode wgmma wgmma_persistent; do
     timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
       "$py" scripts/dev/attention_bench.py --worker check --variant "$v" --debug \
       --lib "$ATTN_BUILD/libsk_attention.so" --json "$ATTN_BUILD/sanitize_$v.json" \

@@ -42,8 +42,9 @@ NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo", "--expt-relaxed-constexpr", "-Xc
               "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
               "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"]
 # decode: the library's choice (the wgmma split kernel on sm_90 for >= 64 rows per K/V head);
-# decode_mma: the same with the mma.sync main loop everywhere.
-VARIANTS = {"mma": 0, "wgmma": 1, "decode": 2, "decode_mma": 3}
+# decode_mma: the same with the mma.sync main loop everywhere; wgmma_persistent: flash_wgmma as
+# one persistent block per SM.
+VARIANTS = {"mma": 0, "wgmma": 1, "decode": 2, "decode_mma": 3, "wgmma_persistent": 4}
 TOLERANCE = {"bfloat16": 2e-2, "float16": 5e-3}   # normwise, as specs/ops/attention.yaml
 LSE_TOLERANCE = 2e-3                             # absolute, natural log units (fp32 statistics)
 DATASHEET_BW = 4.8e12
@@ -419,6 +420,8 @@ def run_bench(lib: Lib, variants: list[str], deadline: float, with_flex: bool) -
                     impls[f"mma:cfg{i}"] = ("ours", "mma", i)
             if "wgmma" in variants:
                 impls["wgmma"] = ("ours", "wgmma", -1)
+            if "wgmma_persistent" in variants:
+                impls["wgmma:pers"] = ("ours", "wgmma_persistent", -1)
         else:
             if "decode" in variants:
                 impls["decode"] = ("ours", "decode", -1)
@@ -572,7 +575,7 @@ def main() -> None:
         if path.exists():
             records.extend(Record(**r) for r in json.loads(path.read_text()))
 
-    for variant in ("mma", "decode_mma", "decode", "wgmma"):
+    for variant in ("mma", "decode_mma", "decode", "wgmma", "wgmma_persistent"):
         before = len(records)
         sub("check", variant, 90, ["--debug"] if args.debug else [])
         if any(r.ok for r in records[before:]):

@@ -11,8 +11,9 @@
 namespace {
 
 // kDecode: the library's decode (wgmma split kernel on sm_90 for >= 64 rows per K/V head);
-// kDecodeMma: decode with its main loop forced onto mma.sync.
-enum Variant : int { kMma = 0, kWgmma = 1, kDecode = 2, kDecodeMma = 3 };
+// kDecodeMma: decode with its main loop forced onto mma.sync; kWgmmaPersistent: flash_wgmma
+// as one persistent block per SM.
+enum Variant : int { kMma = 0, kWgmma = 1, kDecode = 2, kDecodeMma = 3, kWgmmaPersistent = 4 };
 
 sk::AttentionParams make_params(int dtype, const void* q, const void* k, const void* v, void* o,
                                 float* lse, int64_t b, int64_t hq, int64_t hkv, int64_t sq,
@@ -60,6 +61,9 @@ int sk_attention_run(int variant, int config, int dtype, const void* q, const vo
       break;
     case kWgmma:
       r = sk::launch_flash_wgmma(p, s);
+      break;
+    case kWgmmaPersistent:
+      r = sk::launch_flash_wgmma_persistent(p, s);
       break;
     case kDecode:
       r = sk::launch_attention_decode(p, workspace, workspace_bytes, s);

@@ -15,7 +15,7 @@ flags=(-std=c++17 -O3 -lineinfo --expt-relaxed-constexpr -Xcompiler -fPIC -Xptxa
        -D__CUDA_NO_BFLOAT16_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ "$gencode")
 families=(gemv quant cross_entropy rope transpose embedding histogram nms)  # slowest first
 srcs=()
-for f in "${families[@]}"; do srcs+=("$root/kernels_ext/csrc/$f/$f.cu"); done
+for f in "${families[@]}"; do srcs+=("$root"/kernels_ext/csrc/"$f"/*.cu); done  # every variant's file
 srcs+=("$root/scripts/dev/families_shim.cu")
 pids=()
 for src in "${srcs[@]}"; do

@@ -45,6 +45,7 @@ class Families:
             "sk_fp8_quant_rows": [_INT, _PTR, _PTR, _PTR, _I64, _I64, _PTR],
             "sk_fp8_dequant": [_INT, _PTR, _PTR, _INT, _PTR, _I64, _I64, _PTR],
             "sk_gemv": [_INT, _PTR, _PTR, _PTR, _I64, _I64, _I64, _I64, _I64, _PTR],
+            "sk_gemv_mma": [_INT, _PTR, _PTR, _PTR, _I64, _I64, _I64, _I64, _I64, _PTR],
             "sk_nms": [_PTR, _PTR, _I64, _F32, _PTR, _PTR, _PTR, _PTR],
             "sk_nms_words": [_I64],
         }
@@ -160,11 +161,11 @@ class Families:
                    int(scale.numel() != 1), y.data_ptr(), q.numel() // cols, cols, self._stream())
         return y
 
-    def gemv(self, a, x):
+    def gemv(self, a, x, variant: str = "simt"):
         vector = x.dim() == 1
         batch = 1 if vector else x.shape[0]
         y = self._empty((a.shape[0],) if vector else (batch, a.shape[0]), a.dtype, a.device)
-        self._call("sk_gemv", DTYPE_CODE[a.dtype], a.data_ptr(), x.data_ptr(), y.data_ptr(), a.shape[0], a.shape[1],
+        self._call("sk_gemv_mma" if variant == "mma" else "sk_gemv", DTYPE_CODE[a.dtype], a.data_ptr(), x.data_ptr(), y.data_ptr(), a.shape[0], a.shape[1],
                    batch, a.stride(0), a.shape[1] if vector else x.stride(0), self._stream())
         return y
 

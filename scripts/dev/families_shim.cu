@@ -97,6 +97,12 @@ int sk_gemv(int dtype, const void* a, const void* x, void* y, int64_t rows, int6
   return sk::launch_gemv(g, st(stream));
 }
 
+int sk_gemv_mma(int dtype, const void* a, const void* x, void* y, int64_t rows, int64_t cols, int64_t batch,
+                int64_t lda, int64_t ldx, void* stream) {
+  const sk::GemvArgs g{dt(dtype), a, x, y, rows, cols, batch, lda, ldx};
+  return sk::launch_gemv_mma(g, st(stream));
+}
+
 int sk_nms(const float* boxes, const int64_t* order, int64_t n, float iou_threshold, void* mask, int64_t* keep,
            int64_t* count, void* stream) {
   const sk::NmsArgs a{boxes, order, n, iou_threshold, static_cast<unsigned long long*>(mask), keep, count};

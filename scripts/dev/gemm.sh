@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The GEMM family on the GPU machine (H200), from the repo root:
-#   bash scripts/dev/gemm.sh            (about 3-4 minutes: ~30 s build on 16 cores, then the parts)
+#   bash scripts/dev/gemm.sh            (about 4-5 minutes: ~40 s build on 16 cores, then the parts)
 # Builds libskgemm.so (kernels_ext/csrc/gemm/*.cu + scripts/dev/gemm_shim.cu, one nvcc per file in
 # parallel), checks every variant against float64 on odd and large shapes, times them against
 # cuBLAS / torch._scaled_mm / addmm / matmul+add in the same process, sweeps the wgmma tile
-# configurations, and prints a short table last. Files in $OUT: gemm.json (every record),
+# configurations, the sgemm (bk16, bk32) and hgemm_mma (bk32, bk64) loaders and the decode
+# kernels (gemm_decode splits, gemm_decode_mma), and prints a short table last.
+# Without a GPU, `bash scripts/dev/gemm_build.sh DIR` alone writes DIR/gemm_ptxas.txt (registers,
+# shared memory, spills per kernel: what docs/PERF.md lists). Files in $OUT: gemm.json (every record),
 # gemm_bench.log (each part's full output), gemm_ptxas.txt (registers, smem, spills per kernel),
 # gemm_sass.txt (HGMMA/QGMMA and local-memory counts per kernel, when cuobjdump is there).
 # GEMM_PARTS=debug,wgmma runs a subset (debug first: one tile, then the pipeline's edges).

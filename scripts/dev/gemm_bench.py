@@ -26,14 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 PARTS = ("debug", "sgemm", "mma", "wgmma", "fp8", "residual", "decode", "dispatch")
-PART_TIMEOUT_S = {"debug": 45, "sgemm": 60, "mma": 60, "wgmma": 100, "fp8": 50, "residual": 50,
-                  "decode": 40, "dispatch": 30}
+PART_TIMEOUT_S = {"debug": 45, "sgemm": 90, "mma": 90, "wgmma": 100, "fp8": 50, "residual": 50,
+                  "decode": 60, "dispatch": 30}
 # Parts whose kernels the debug part exercises first: when it hangs, they would hang too.
 HOPPER_PARTS = ("wgmma", "fp8", "residual", "decode", "dispatch")
 BIG_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 8192, 8192))
 ODD_SHAPES = ((1, 256, 512), (33, 1000, 264), (1000, 1000, 1000), (129, 257, 4104), (1000, 1000, 4100))
 # Normwise relative error bounds: the output rounding dominates (bf16 2^-9, fp16 2^-12 per element).
 TOL = {"float32": 2e-5, "bfloat16": 6e-3, "float16": 1.5e-3, "float8_e4m3fn": 6e-3}
+SGEMM_CONFIGS = {1: "bk16", 2: "bk32"}
+MMA_CONFIGS = {1: "bk32", 2: "bk64"}
 WGMMA_CONFIGS = {1: "128x256_s4_c2", 2: "128x256_s3_c2", 3: "128x256_s4_c1", 4: "128x256_s3_c1",
                  5: "128x128_s6_c2", 6: "128x128_s6_c1", 7: "direct_store"}
 DTYPE_CODE = {"float32": 0, "bfloat16": 1, "float16": 2}
@@ -72,13 +74,14 @@ def load_lib(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     P, L, I, S = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_char_p
     sigs = {
-        "sk_sgemm": [P, P, P, L, L, L, P, S, I],
-        "sk_hgemm_mma": [I, P, P, P, L, L, L, P, S, I],
+        "sk_sgemm": [P, P, P, L, L, L, I, P, S, I],
+        "sk_hgemm_mma": [I, P, P, P, L, L, L, I, P, S, I],
         "sk_hgemm_wgmma": [I, P, P, P, L, L, L, I, I, I, P, S, I],
         "sk_gemm_fp8": [P, P, P, P, P, L, L, L, I, I, I, P, S, I],
         "sk_linear_residual": [I, P, P, P, P, L, L, L, I, P, S, I],
         "sk_linear_residual_mma": [I, P, P, P, P, L, L, L, P, S, I],
         "sk_gemm_decode": [I, P, P, P, L, L, L, I, P, S, I],
+        "sk_gemm_decode_mma": [I, P, P, P, L, L, L, P, S, I],
         "sk_gemm": [I, P, P, P, L, L, L, P, S, I, S, I],
     }
     for name, args in sigs.items():
@@ -271,44 +274,52 @@ def part_sgemm(ctx: Ctx) -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     lib = ctx.lib
+    run = lambda a, w, c, m, n, k, cfg: call(lib.sk_sgemm, ptr(a), ptr(w), ptr(c), m, n, k, cfg,  # noqa: E731
+                                             stream_ptr())
     for m, n, k in ODD_SHAPES + ((512, 512, 512),):
         a, w = randn((m, k), torch.float32, 11), randn((n, k), torch.float32, 12)
-        c = poison(m, n, torch.float32)
-        check(ctx, Record("sgemm", "sgemm_fp32", "float32", m, n, k),
-              lambda: call(lib.sk_sgemm, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()), reference(a, w), c)
+        for cfg, name in SGEMM_CONFIGS.items():
+            c = poison(m, n, torch.float32)
+            check(ctx, Record("sgemm", "sgemm_fp32", "float32", m, n, k, name),
+                  lambda: run(a, w, c, m, n, k, cfg), reference(a, w), c)
     for m, n, k in ((1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)):
         a, w = randn((m, k), torch.float32, 13), randn((n, k), torch.float32, 14)
-        c = poison(m, n, torch.float32)
-        check(ctx, Record("sgemm", "sgemm_fp32", "float32", m, n, k),
-              lambda: call(lib.sk_sgemm, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()), reference(a, w), c)
+        ref = reference(a, w)
         out = torch.empty(m, n, device="cuda")
-        timed(ctx, Record("sgemm", "sgemm_fp32", "float32", m, n, k),
-              lambda: call(lib.sk_sgemm, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()),
-              "cublas_fp32", lambda: torch.mm(a, w.t(), out=out))
+        for cfg, name in SGEMM_CONFIGS.items():
+            c = poison(m, n, torch.float32)
+            if check(ctx, Record("sgemm", "sgemm_fp32", "float32", m, n, k, name),
+                     lambda: run(a, w, c, m, n, k, cfg), ref, c):
+                timed(ctx, Record("sgemm", "sgemm_fp32", "float32", m, n, k, name),
+                      lambda: run(a, w, c, m, n, k, cfg), "cublas_fp32", lambda: torch.mm(a, w.t(), out=out))
+        del ref
 
 
 def part_mma(ctx: Ctx) -> None:
     import torch
 
     lib = ctx.lib
+    run = lambda code, a, w, c, m, n, k, cfg: call(  # noqa: E731
+        lib.sk_hgemm_mma, code, ptr(a), ptr(w), ptr(c), m, n, k, cfg, stream_ptr())
     for dt, code in (("bfloat16", 1), ("float16", 2)):
         tdt = getattr(torch, dt)
-        for m, n, k in ODD_SHAPES + ((1000, 1000, 4099),):
+        for m, n, k in ODD_SHAPES + ((1000, 1000, 4099), (256, 512, 512)):
             a, w = randn((m, k), tdt, 21), randn((n, k), tdt, 22)
-            c = poison(m, n, tdt)
-            check(ctx, Record("mma", "hgemm_mma", dt, m, n, k),
-                  lambda: call(lib.sk_hgemm_mma, code, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()),
-                  reference(a, w), c)
+            for cfg, name in MMA_CONFIGS.items():
+                c = poison(m, n, tdt)
+                check(ctx, Record("mma", "hgemm_mma", dt, m, n, k, name),
+                      lambda: run(code, a, w, c, m, n, k, cfg), reference(a, w), c)
     for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192)):
         a, w = randn((m, k), torch.bfloat16, 23), randn((n, k), torch.bfloat16, 24)
-        c = poison(m, n, torch.bfloat16)
-        check(ctx, Record("mma", "hgemm_mma", "bfloat16", m, n, k),
-              lambda: call(lib.sk_hgemm_mma, 1, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()),
-              reference(a, w), c)
+        ref = reference(a, w)
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        timed(ctx, Record("mma", "hgemm_mma", "bfloat16", m, n, k),
-              lambda: call(lib.sk_hgemm_mma, 1, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()),
-              "cublas", lambda: torch.mm(a, w.t(), out=out))
+        for cfg, name in MMA_CONFIGS.items():
+            c = poison(m, n, torch.bfloat16)
+            if check(ctx, Record("mma", "hgemm_mma", "bfloat16", m, n, k, name),
+                     lambda: run(1, a, w, c, m, n, k, cfg), ref, c):
+                timed(ctx, Record("mma", "hgemm_mma", "bfloat16", m, n, k, name),
+                      lambda: run(1, a, w, c, m, n, k, cfg), "cublas", lambda: torch.mm(a, w.t(), out=out))
+        del ref
 
 
 def part_wgmma(ctx: Ctx) -> None:
@@ -456,7 +467,21 @@ def part_decode(ctx: Ctx) -> None:
                 check(ctx, Record("decode", "gemm_decode", dt, m, n, k, f"split{split or 'auto'}"),
                       lambda: call(lib.sk_gemm_decode, code, ptr(a), ptr(w), ptr(c), m, n, k, split,
                                    stream_ptr()), ref, c)
-    for m, n, k in ((16, 8192, 8192), (1, 8192, 8192), (64, 8192, 8192)):
+        # the register-streaming kernel (M <= 16; 32- and 64-row CTAs by N)
+        for m, n, k in ((1, 256, 512), (16, 1000, 264), (5, 40, 16), (16, 8192, 512), (9, 4100, 4104)):
+            a, w = randn((m, k), tdt, 75), randn((n, k), tdt, 76)
+            c = poison(m, n, tdt)
+            check(ctx, Record("decode", "gemm_decode_mma", dt, m, n, k),
+                  lambda: call(lib.sk_gemm_decode_mma, code, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr()),
+                  reference(a, w), c)
+
+    def gbs_note(rec: Record, m: int, n: int, k: int) -> None:
+        if rec.ms:
+            gbs = (n * k + m * k + m * n) * 2 / (rec.ms * 1e-3) / 1e9
+            rec.note = f"{gbs:.0f} GB/s"
+            print(f"    {gbs:.0f} GB/s", flush=True)
+
+    for m, n, k in ((16, 8192, 8192), (1, 8192, 8192), (64, 8192, 8192), (16, 4096, 14336)):
         a, w = randn((m, k), torch.bfloat16, 73), randn((n, k), torch.bfloat16, 74)
         c = poison(m, n, torch.bfloat16)
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -467,10 +492,14 @@ def part_decode(ctx: Ctx) -> None:
             rec = Record("decode", "gemm_decode", "bfloat16", m, n, k, f"split{split or 'auto'}")
             timed(ctx, rec, lambda: call(lib.sk_gemm_decode, 1, ptr(a), ptr(w), ptr(c), m, n, k, split,
                                          stream_ptr()), "cublas", lambda: torch.mm(a, w.t(), out=out))
-            if rec.ms:
-                gbs = (n * k + m * k + m * n) * 2 / (rec.ms * 1e-3) / 1e9
-                rec.note = f"{gbs:.0f} GB/s"
-                print(f"    {gbs:.0f} GB/s", flush=True)
+            gbs_note(rec, m, n, k)
+        if m <= 16:
+            c = poison(m, n, torch.bfloat16)
+            mma = lambda: call(lib.sk_gemm_decode_mma, 1, ptr(a), ptr(w), ptr(c), m, n, k, stream_ptr())  # noqa: E731
+            if check(ctx, Record("decode", "gemm_decode_mma", "bfloat16", m, n, k), mma, reference(a, w), c):
+                rec = Record("decode", "gemm_decode_mma", "bfloat16", m, n, k)
+                timed(ctx, rec, mma, "cublas", lambda: torch.mm(a, w.t(), out=out))
+                gbs_note(rec, m, n, k)
 
 
 def part_dispatch(ctx: Ctx) -> None:

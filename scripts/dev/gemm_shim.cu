@@ -59,17 +59,21 @@ const char* sk_wgmma_config_name(int config) {
 }
 int sk_num_wgmma_configs() { return sk::gemm::kNumWgmmaConfigs; }
 
-int sk_sgemm(const void* a, const void* w, void* c, long m, long n, long k, void* stream, char* err,
-             int errlen) {
+// config: sk::gemm::SgemmConfig (0 auto, 1 bk16, 2 bk32).
+int sk_sgemm(const void* a, const void* w, void* c, long m, long n, long k, int config, void* stream,
+             char* err, int errlen) {
   return report(sk::gemm::launch_sgemm(make_args(a, w, c, nullptr, m, n, k),
-                                       static_cast<cudaStream_t>(stream)),
+                                       static_cast<cudaStream_t>(stream),
+                                       static_cast<sk::gemm::SgemmConfig>(config)),
                 err, errlen);
 }
 
+// config: sk::gemm::MmaConfig (0 auto, 1 bk32, 2 bk64).
 int sk_hgemm_mma(int dtype, const void* a, const void* w, void* c, long m, long n, long k,
-                 void* stream, char* err, int errlen) {
+                 int config, void* stream, char* err, int errlen) {
   return report(sk::gemm::launch_hgemm_mma(dtype_of(dtype), make_args(a, w, c, nullptr, m, n, k),
-                                           static_cast<cudaStream_t>(stream)),
+                                           static_cast<cudaStream_t>(stream),
+                                           static_cast<sk::gemm::MmaConfig>(config)),
                 err, errlen);
 }
 
@@ -109,6 +113,14 @@ int sk_gemm_decode(int dtype, const void* a, const void* w, void* c, long m, lon
                    int split, void* stream, char* err, int errlen) {
   return report(sk::gemm::launch_gemm_decode(dtype_of(dtype), make_args(a, w, c, nullptr, m, n, k),
                                              split, static_cast<cudaStream_t>(stream)),
+                err, errlen);
+}
+
+int sk_gemm_decode_mma(int dtype, const void* a, const void* w, void* c, long m, long n, long k,
+                       void* stream, char* err, int errlen) {
+  return report(sk::gemm::launch_gemm_decode_mma(dtype_of(dtype),
+                                                 make_args(a, w, c, nullptr, m, n, k),
+                                                 static_cast<cudaStream_t>(stream)),
                 err, errlen);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GEMM family's final H200 run (issue 13), from the repo root, after `pip install -e .` and
 # `solbench build` (this script builds nothing):
-#   bash scripts/h200/gemm_final.sh          (~5 minutes; every step has its own timeout, 8 min at most)
+#   bash scripts/h200/gemm_final.sh          (~5 minutes; every step has its own timeout, and no step
+#                                              starts or runs past GEMM_LIMIT_S = 570 s in all)
 # 1. pytest -m gpu tests/gpu/test_gemm.py in four parts: the measured variants (~60 s), then each
 #    new variant's own tests -- sgemm config=bk32, gemm_mma config=bk64, gemm_decode_mma -- so a
 #    failure in a new variant costs only its own tests and its records (~15 s each);
@@ -22,11 +23,16 @@ LOG=$OUT/gemm_log.txt
 JSON=$OUT/gemm.json
 RUNS=${TMPDIR:-/tmp}/gemm_runs   # solbench's own timestamped copies stay out of $OUT
 BUDGET=${GEMM_BUDGET:-0.5}
+LIMIT=${GEMM_LIMIT_S:-570}
 : > "$LOG"
 SECONDS=0
 say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
+cap() {  # cap SECONDS: that step's timeout, shortened to what is left of LIMIT (at least 1)
+  local left=$(( LIMIT - SECONDS ))
+  [ "$left" -lt "$1" ] && echo $(( left > 1 ? left : 1 )) || echo "$1"
+}
 tests() {  # tests NAME TIMEOUT PYTEST-ARGS...: one pytest part, its summary line in the log
-  local name=$1 limit=$2; shift 2
+  local name=$1 limit; limit=$(cap "$2"); shift 2
   timeout "$limit" python -m pytest -q -m gpu tests/gpu/test_gemm.py -p no:cacheprovider "$@" >> "$LOG" 2>&1
   local rc=$?
   say "pytest $name rc=$rc ($(grep -E '(passed|failed|error)' "$LOG" | tail -1))"
@@ -43,13 +49,13 @@ if tests "gemm_decode_mma" 60 -k decode_mma; then impls=$impls,decode_mma
 else say "decode_mma left out of the run"; fi
 
 say "solbench run --ops gemm,gemm_decode,linear_residual --impls $impls --budget $BUDGET"
-timeout 300 solbench run --ops gemm,gemm_decode,linear_residual --dtypes float32,bfloat16,float8_e4m3fn \
+timeout "$(cap 300)" solbench run --ops gemm,gemm_decode,linear_residual --dtypes float32,bfloat16,float8_e4m3fn \
   --impls "$impls" --budget "$BUDGET" --timeout 120 --json "$JSON" --out "$RUNS" >> "$LOG" 2>&1
 say "solbench run rc=$?"
 
-if [ "${GEMM_COMPILED:-1}" = 1 ] && [ -f "$JSON" ]; then
+if [ "${GEMM_COMPILED:-1}" = 1 ] && [ -f "$JSON" ] && [ $(( LIMIT - SECONDS )) -ge 60 ]; then
   say "torch.compile max-autotune baseline (bf16, five shapes, one template search each)"
-  timeout 200 solbench run --ops gemm --dtypes bfloat16 --impls compiled --budget "$BUDGET" --timeout 150 \
+  timeout "$(cap 200)" solbench run --ops gemm --dtypes bfloat16 --impls compiled --budget "$BUDGET" --timeout 150 \
     --resume "$JSON" --out "$RUNS" >> "$LOG" 2>&1
   say "compiled run rc=$?"
 fi

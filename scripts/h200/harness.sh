@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The restructured harness on the H200 (issues 10 and 18), in one device call (~6 minutes):
+# The restructured harness on the H200 (issues 10 and 18), in one device call (~7 minutes):
 #   1. BEFORE: the harness as it landed before the restructure (commit c6f8992, unpacked in .old/ by
 #      `git archive c6f8992 solbench specs kernels_ext pyproject.toml README.md | tar -x -C .old`),
 #      run from its own tree BEFORE the new one is installed:
@@ -8,7 +8,7 @@
 #   3. AFTER: the same command; then the same with --gpus all (issue 18: one pinned worker per GPU)
 #   4. solbench compare BEFORE AFTER (issue 10: no SLOWER) and AFTER AFTER-GPUS (issue 18: every
 #      record in both, no SLOWER, none newly failing)
-#   5. the GPU tests of the measure package and the trap suite
+#   5. the GPU tests of the measure package, the trap suite and the row/map kernels (the op table)
 # Usage (GPU machine, repo root): bash scripts/h200/harness.sh -> $OUT/harness.tgz, $OUT/*.json
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/out}
 W=/tmp/harness; mkdir -p "$W" "$OUT"
 SECONDS=0
 say() { echo "[$SECONDS s] $*" | tee -a "$W/harness.log"; }
-RUN=(--ops softmax,gemm --impls cuda)
+RUN=(--ops softmax,gemm --impls cuda --budget 0.5)
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; date -u; } > "$W/env.txt" 2>&1
 
@@ -37,8 +37,11 @@ solbench compare "$W/before.json" "$W/after.json" --fail-on slower --json "$W/co
 solbench compare "$W/after.json" "$W/after_gpus.json" --fail-on slower,missing,failed --json "$W/compare_gpus.json" \
   --markdown "$W/compare_gpus.md" > "$W/compare_gpus.txt" 2>&1; say "compare plain->--gpus rc=$?"
 
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_measure_gpu.py tests/gpu/test_traps_gpu.py \
-  --junitxml "$W/gpu_tests_harness.xml" > "$W/gpu_tests.txt" 2>&1; say "gpu tests rc=$? $(tail -1 "$W/gpu_tests.txt")"
+timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_measure_gpu.py tests/gpu/test_traps_gpu.py \
+  --junitxml "$W/gpu_tests_harness.xml" > "$W/gpu_tests.txt" 2>&1; say "gpu tests (measure, traps) rc=$? $(tail -1 "$W/gpu_tests.txt")"
+timeout 130 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_kernels.py \
+  --junitxml "$W/gpu_tests_kernels.xml" > "$W/gpu_tests_kernels.txt" 2>&1
+say "gpu tests (row/map kernels, op table) rc=$? $(tail -1 "$W/gpu_tests_kernels.txt")"
 
 python3 - "$W" <<'EOF' | tee -a "$W/harness.log"
 import json, sys

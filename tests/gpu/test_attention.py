@@ -21,7 +21,9 @@ DEV = "cuda"
 NORM_TOL = {torch.bfloat16: 2e-2, torch.float16: 5e-3}   # as specs/ops/attention.yaml
 LSE_TOL = 2e-3
 IS_SM90 = torch.cuda.get_device_capability() == (9, 0)
-PREFILL = ["mma"] + (["wgmma"] if IS_SM90 else [])
+# wgmma_persistent (one block per SM looping over query tiles) is new and unmeasured: its tests
+# carry its name, so a run can take them separately (-k persistent / -k "not persistent").
+PREFILL = ["mma"] + (["wgmma", "wgmma_persistent"] if IS_SM90 else [])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -102,6 +104,33 @@ def test_decode(d, sq, sk, causal):
     check("decode", 1, 8, 2, sq, sk, d, causal, torch.bfloat16, seed=sq * sk)
 
 
+@pytest.mark.skipif(not IS_SM90, reason="flash_wgmma needs sm_90")
+@pytest.mark.parametrize("b,h,hkv,sq,sk,causal", [(3, 48, 8, 777, 2049, False), (3, 48, 8, 777, 2049, True),
+                                                  (2, 40, 8, 1000, 17, True), (1, 96, 96, 300, 300, True)])
+def test_wgmma_persistent_blocks_loop_over_many_tiles(b, h, hkv, sq, sk, causal):
+    # More query tiles than SMs (7 x 144, 8 x 80, 3 x 96 items): each block takes several, with
+    # key-tile counts that differ per tile (causal), that are odd (2049 keys: 17 tiles), or zero
+    # (causal SQ > SK: the first 983 queries see nothing), so the K/V ring and the Q hand-over
+    # cross items at every stage and parity. The grid launch computes each tile the same way.
+    check("wgmma_persistent", b, h, hkv, sq, sk, 128, causal, torch.bfloat16, seed=b * sq)
+    q, k, v = rand_qkv(b, h, hkv, sq, sk, 128, torch.bfloat16, seed=1)
+    o_grid, lse_grid = kernels_ext.attention_lse(q, k, v, causal, None, "wgmma")
+    o_pers, lse_pers = kernels_ext.attention_lse(q, k, v, causal, None, "wgmma_persistent")
+    assert ((o_pers.float() - o_grid.float()).norm() / o_grid.float().norm()).item() <= 2e-3
+    seen = ~torch.isneginf(lse_grid)
+    assert torch.equal(seen, ~torch.isneginf(lse_pers))
+    assert (lse_pers[seen] - lse_grid[seen]).abs().max().item() <= 1e-4
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("h,hkv,sq,sk", [(4, 1, 3, 65536), (16, 4, 12, 5000), (32, 4, 5, 3000), (6, 6, 1, 100)])
+def test_decode_partitions(d, h, hkv, sq, sk):
+    # Each way decode cuts the work: 12 packed rows (16-row blocks, 4 key groups merged in the
+    # block) split 256 ways, the most partials the combine takes (1024 key tiles, one K/V head);
+    # 48 and 40 rows (64-row blocks, 2 key groups); one row per K/V head split twice.
+    check("decode", 1, h, hkv, sq, sk, d, True, torch.bfloat16, seed=h * sq)
+
+
 def test_decode_many_rows_per_kv_head():
     # 16 query heads per K/V head x 16 positions = 256 packed rows: two row blocks per K/V head.
     check("decode", 1, 64, 4, 16, 3000, 128, True, torch.bfloat16)
@@ -155,11 +184,11 @@ def test_wgmma_refuses_older_devices():
         kernels_ext.flash_attention_wgmma(q, q, q)
 
 
-def test_large_case_against_sdpa():
+@pytest.mark.parametrize("variant", PREFILL)
+def test_large_case_against_sdpa(variant):
     """A size the speed targets use, against cuDNN/FlashAttention (a full fp32 reference is slow)."""
     q, k, v = rand_qkv(2, 16, 16, 4096, 4096, 128, torch.bfloat16)
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).float()
-    for variant in PREFILL:
-        o, _ = kernels_ext.attention_lse(q, k, v, True, None, variant)
-        err = ((o.float() - ref).norm() / ref.norm()).item()
-        assert err <= 1e-2, f"{variant}: {err:.3g} from SDPA"
+    o, _ = kernels_ext.attention_lse(q, k, v, True, None, variant)
+    err = ((o.float() - ref).norm() / ref.norm()).item()
+    assert err <= 1e-2, f"{variant}: {err:.3g} from SDPA"

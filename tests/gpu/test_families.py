@@ -121,19 +121,29 @@ def test_rope_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- transpose
+TRANSPOSE_VARIANTS = ["smem", "regs"]
+
+
+@pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("shape", [(1, 1), (1, 7), (33, 1), (63, 65), (4095, 4097), (1024, 1024), (3, 129, 1000),
-                                   (2, 3, 64, 96), (5, 1, 1)], ids=str)
-def test_transpose_is_exact(dtype, shape):
+                                   (2, 3, 64, 96), (5, 1, 1), (8, 8), (72, 40), (4, 136, 264), (200, 4096)],
+                         ids=str)
+def test_transpose_is_exact(dtype, shape, variant):
+    """regs runs where every dim and stride is whole 16-byte packs (8 x 8, 72 x 40, 136 x 264, ...:
+    whole and partial tiles) and falls back to smem elsewhere."""
     x = rand(*shape, dtype=dtype, seed=6)
     poison_next((*shape[:-2], shape[-1], shape[-2]), dtype)
-    assert torch.equal(kernels_ext.transpose(x), x.transpose(-2, -1).contiguous())
+    assert torch.equal(kernels_ext.transpose(x, variant), x.transpose(-2, -1).contiguous())
 
 
-def test_transpose_of_strided_and_misaligned_views():
-    big = rand(300, 1030, dtype=torch.bfloat16, seed=7)
-    for view in (big[:, 3:1003], big[:, :512], big[1:, 1:].t()):
-        assert torch.equal(kernels_ext.transpose(view), view.transpose(-2, -1).contiguous())
+@pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)
+def test_transpose_of_strided_and_misaligned_views(variant):
+    big = rand(300, 1032, dtype=torch.bfloat16, seed=7)
+    batched = rand(3, 64, 80, dtype=torch.float32, seed=8)
+    for view in (big[:, 3:1003], big[:, :512], big[:, 8:520], big[1:, 1:].t(), batched[:, :, 8:72],
+                 batched[::2]):
+        assert torch.equal(kernels_ext.transpose(view, variant), view.transpose(-2, -1).contiguous())
 
 
 # ----------------------------------------------------------------------------- cross-entropy
@@ -233,6 +243,36 @@ def test_fp8_quant_misaligned_and_special_values():
         assert_same_bits(o, r, "all zeros: amax clamped to 1e-12")
 
 
+def _every_16_bit_pattern(dtype: torch.dtype) -> torch.Tensor:
+    return torch.arange(-32768, 32768, device=DEV, dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_fp8_quant_fast_division_is_exact_for_every_input(dtype):
+    """The quantisers divide by Markstein's correction (quant/fp8_division.cuh) where it can vouch
+    for the byte, by IEEE division elsewhere: every 16-bit pattern (NaN, inf, zeros, subnormals)
+    and 2^20 random fp32 patterns, scales in and out of the fast range, and per-row / dynamic scales
+    (rows holding inf or NaN take the exact path), each bit for bit against PyTorch."""
+    if dtype == torch.float32:
+        x = torch.randint(-2**31, 2**31 - 1, (1 << 20,), device=DEV, generator=g(41), dtype=torch.int32).view(dtype)
+    else:
+        x = _every_16_bit_pattern(dtype)
+    for s in (0.002, 0.0113, 1 / 448, 1.0, 3.0, 1e-12 / 448, 2.0 ** -60, 2.0 ** 61, 1e-40, 0.0):
+        scale = torch.tensor(s, device=DEV, dtype=torch.float32)
+        assert_same_bits(kernels_ext.fp8_quant(x, scale), Q.fp8_quant(x, scale), f"static, scale {s}")
+    finite = x[torch.isfinite(x.float())]
+    moderate = finite[finite.float().abs() < 1e4]   # amax / 448 is a fast scale
+    for t in (x, finite, moderate):
+        for o, r, what in zip(kernels_ext.fp8_quant_dynamic(t), Q.fp8_quant_dynamic(t), ("q", "scale")):
+            assert_same_bits(o, r, f"dynamic {what}")
+    # Rows of 256 consecutive patterns: each spans a few binades, so their scales run from the
+    # clamped 1e-12 / 448 through the fast range to beyond it (and inf / NaN rows in x itself).
+    for t in (x.view(-1, 256), finite[:finite.numel() // 256 * 256].view(-1, 256),
+              moderate[:moderate.numel() // 64 * 64].view(-1, 64)):
+        for o, r, what in zip(kernels_ext.fp8_quant_rows(t), Q.fp8_quant_rows(t), ("q", "scales")):
+            assert_same_bits(o, r, f"rows {what}")
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (1000, 999), (4096, 1024)], ids=str)
 def test_fp8_dequant_is_bit_exact_with_torch(shape):
     q = Q.fp8_codes(shape, torch.float8_e4m3fn, g(22), DEV)
@@ -253,14 +293,18 @@ def test_fp8_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- gemv
+@pytest.mark.parametrize("variant", ["simt", "mma"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("m, k, b", [(1, 1, 1), (33, 7, 2), (65536, 128, 4), (4095, 16384, 8), (1000, 1001, 3),
-                                     (777, 4096, 11), (4096, 4096, 1)], ids=str)
-def test_gemv_against_float64(dtype, m, k, b):
+                                     (777, 4096, 11), (4096, 4096, 1), (37, 264, 5), (33, 1024, 2), (17, 8, 8),
+                                     (100, 136, 1)], ids=str)
+def test_gemv_against_float64(dtype, m, k, b, variant):
+    """mma (16-bit, K % 8 == 0) covers partial 16-row tiles, K not a multiple of its 128-wide step,
+    1, 2, 4 and 8 K slices, batches below and beyond 8; elsewhere it falls back to simt."""
     a, x = rand(m, k, dtype=dtype, seed=25), rand(b, k, dtype=dtype, seed=26)
     ref = x.double() @ a.double().t()
     poison_next((b, m), dtype)
-    y = kernels_ext.gemv(a, x)
+    y = kernels_ext.gemv(a, x, variant)
     scale = x.double().abs() @ a.double().abs().t()
     # one output rounding plus an fp32 accumulation allowance of 8 sqrt(K) ulps of sum |a x|
     bound = 2 * UNIT[dtype] * ref.abs() + 8 * math.sqrt(k) * 2.0 ** -24 * scale
@@ -268,10 +312,11 @@ def test_gemv_against_float64(dtype, m, k, b):
     assert float(((y.double() - ref).abs() / bound).max()) <= 1.0
 
 
-def test_gemv_vector_and_strided_weights():
+@pytest.mark.parametrize("variant", ["simt", "mma"])
+def test_gemv_vector_and_strided_weights(variant):
     big = rand(500, 600, dtype=torch.bfloat16, seed=27)
     a, v = big[:, 8:520], rand(512, dtype=torch.bfloat16, seed=28)
-    y = kernels_ext.gemv(a, v)
+    y = kernels_ext.gemv(a, v, variant)
     assert y.shape == (500,)
     ref = a.double() @ v.double()
     assert float(torch.linalg.vector_norm(y.double() - ref) / torch.linalg.vector_norm(ref)) < 2 ** -7
@@ -282,54 +327,56 @@ def test_gemv_vector_and_strided_weights():
 
 
 # ----------------------------------------------------------------------------- histogram, nms
-needs_histogram = pytest.mark.skipif(not hasattr(torch.ops.solbench_kernels, "histogram"),
-                                     reason="histogram is not registered yet (kernels_ext/pending/families.yaml)")
-needs_nms = pytest.mark.skipif(not hasattr(torch.ops.solbench_kernels, "nms"),
-                               reason="nms is not registered yet (kernels_ext/pending/families.yaml)")
-
-
-@needs_histogram
 @pytest.mark.parametrize("dtype", [torch.int32, torch.uint8], ids=str)
 @pytest.mark.parametrize("n, bins", [(1, 1), (17, 256), (1000003, 4096), (1 << 22, 256), (100000, 8192)], ids=str)
 def test_histogram_counts_exactly(dtype, n, bins):
-    hist = torch.ops.solbench_kernels.histogram
     high = min(bins, 256) if dtype == torch.uint8 else bins
     uniform = torch.randint(0, high, (n,), device=DEV, generator=g(29)).to(dtype)
     skewed = Hs.skewed_values((n,), dtype, g(30), DEV)
     constant = torch.full((n,), min(7, bins - 1), device=DEV, dtype=dtype)
     for x in (uniform, skewed, constant, uniform[3:]):
-        assert torch.equal(hist(x, bins), Hs.histogram_reference(x, bins))
+        assert torch.equal(kernels_ext.histogram(x, bins), Hs.histogram_reference(x, bins))
 
 
-@needs_histogram
 def test_histogram_ignores_out_of_range_and_rejects_bad_input():
-    hist = torch.ops.solbench_kernels.histogram
     x = torch.randint(-50, 300, (100001,), device=DEV, generator=g(31)).int()
-    assert torch.equal(hist(x, 256), Hs.histogram_reference(x, 256))
-    with pytest.raises(ValueError, match="bins"):
-        hist(x, 0)
+    assert torch.equal(kernels_ext.histogram(x, 256), Hs.histogram_reference(x, 256))
+    xb = torch.randint(0, 256, (100001,), device=DEV, generator=g(31)).to(torch.uint8)
+    for bins in (1, 100, 255, 256, 300):   # uint8 values at and beyond the last bin
+        assert torch.equal(kernels_ext.histogram(xb, bins), Hs.histogram_reference(xb, bins))
+    assert torch.equal(kernels_ext.histogram(x.view(1, -1), 256), Hs.histogram_reference(x, 256))
+    with pytest.raises(ValueError, match=r"bins must be in \[1, 8192\], got 0"):
+        kernels_ext.histogram(x, 0)
+    with pytest.raises(ValueError, match=r"bins must be in \[1, 8192\], got 0"):
+        torch.ops.solbench_kernels.histogram(x, 0)
     with pytest.raises(TypeError, match="uint8, int32"):
-        hist(x.float(), 256)
+        kernels_ext.histogram(x.float(), 256)
+    with pytest.raises(ValueError, match="contiguous"):
+        kernels_ext.histogram(x[:100000].view(1000, 100).t(), 256)
 
 
-@needs_nms
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 1000, 5000, 20000])
 @pytest.mark.parametrize("thr", [0.3, 0.5, 0.7])
 def test_nms_keeps_what_torchvision_keeps(n, thr):
     torchvision = pytest.importorskip("torchvision")
     boxes = Nm.detection_boxes((n, 4), torch.float32, g(32), DEV)
     scores = Nm.scores_uniform((n,), torch.float32, g(33), DEV)
-    assert torch.equal(torch.ops.solbench_kernels.nms(boxes, scores, thr), torchvision.ops.nms(boxes, scores, thr))
+    assert torch.equal(kernels_ext.nms(boxes, scores, thr), torchvision.ops.nms(boxes, scores, thr))
 
 
-@needs_nms
 def test_nms_ties_and_bad_input():
     torchvision = pytest.importorskip("torchvision")
     boxes = Nm.detection_boxes((3000, 4), torch.float32, g(34), DEV)
     scores = (torch.rand(3000, device=DEV, generator=g(35)) * 64).floor() / 64
-    assert torch.equal(torch.ops.solbench_kernels.nms(boxes, scores, 0.5), torchvision.ops.nms(boxes, scores, 0.5))
+    assert torch.equal(kernels_ext.nms(boxes, scores, 0.5), torchvision.ops.nms(boxes, scores, 0.5))
+    with pytest.raises(ValueError, match=r"\[N, 4\]"):
+        kernels_ext.nms(boxes[:, :3].contiguous(), scores, 0.5)
     with pytest.raises(ValueError, match=r"\[N, 4\]"):
         torch.ops.solbench_kernels.nms(boxes[:, :3].contiguous(), scores, 0.5)
+    with pytest.raises(ValueError, match="at most 65536 boxes, got 70000"):
+        kernels_ext.nms(torch.zeros(70000, 4, device=DEV), torch.zeros(70000, device=DEV), 0.5)
+    with pytest.raises(TypeError, match="float32"):
+        kernels_ext.nms(boxes.double(), scores, 0.5)
 
 
 # ----------------------------------------------------------------------------- torch.compile
@@ -347,5 +394,12 @@ def test_family_ops_pass_opcheck():
                      (ops.cross_entropy_rows, (logits, tgt, -100)),
                      (ops.embedding, (x, torch.randint(0, 32, (5,), device=DEV), False)),
                      (ops.fp8_quant_rows, (x,)), (ops.fp8_quant_dynamic, (x,)),
-                     (ops.gemv, (x, rand(3, 48, dtype=torch.bfloat16)))):
+                     (ops.gemv, (x, rand(3, 48, dtype=torch.bfloat16))),
+                     (ops.histogram, (torch.randint(0, 300, (1000,), device=DEV, generator=g(38)).int(), 256))):
         opcheck(op, args)
+    # NMS's output length is data-dependent: its fake returns an unbacked size, which opcheck's
+    # fake-tensor test accepts only when the op is marked as such; the schema and the real kernel
+    # are still checked.
+    boxes = Nm.detection_boxes((200, 4), torch.float32, g(39), DEV)
+    scores = Nm.scores_uniform((200,), torch.float32, g(40), DEV)
+    opcheck(ops.nms, (boxes, scores, 0.5), test_utils=("test_schema", "test_autograd_registration"))

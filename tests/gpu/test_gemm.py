@@ -75,19 +75,27 @@ def test_gemm_picks_a_correct_variant(m, n, k, dtype):
     assert_normwise(kernels_ext.gemm(a, w), reference(a, w), TOL[dtype], f"gemm {dtype} {m}x{n}x{k}")
 
 
-@pytest.mark.parametrize("m,n,k", ODD + [(1000, 1000, 4100), (3, 5, 7)])
-def test_sgemm(m, n, k):
-    a, w = rand((m, k), torch.float32, 3), rand((n, k), torch.float32, 4)
+# Interior tiles (the unpredicated copies of bk32 / bk64) and tiles with a K tail next to them.
+INTERIOR = [(256, 512, 512), (384, 768, 200), (128, 256, 64), (256, 256, 4104)]
+
+
+@pytest.mark.parametrize("config", ["auto", "bk16", "bk32"])
+@pytest.mark.parametrize("m,n,k", ODD + INTERIOR + [(1000, 1000, 4100), (3, 5, 7)])
+def test_sgemm_configs(m, n, k, config):
+    a, w = rand((m, k), torch.float32, 37), rand((n, k), torch.float32, 38)
     poison((m, n), torch.float32)
-    assert_normwise(kernels_ext.sgemm(a, w), reference(a, w), TOL[torch.float32], f"sgemm {m}x{n}x{k}")
+    out = kernels_ext.sgemm(a, w, config)
+    assert_normwise(out, reference(a, w), TOL[torch.float32], f"sgemm[{config}] {m}x{n}x{k}")
 
 
-@pytest.mark.parametrize("m,n,k", ODD + [(1000, 1000, 4100), (3, 5, 7), (1024, 1024, 4099)])
+@pytest.mark.parametrize("config", ["auto", "bk32", "bk64"])
+@pytest.mark.parametrize("m,n,k", ODD + INTERIOR + [(1000, 1000, 4100), (3, 5, 7), (1024, 1024, 4099)])
 @pytest.mark.parametrize("dtype", HALF, ids=_id)
-def test_gemm_mma(m, n, k, dtype):
+def test_gemm_mma(m, n, k, dtype, config):
     a, w = rand((m, k), dtype, 5), rand((n, k), dtype, 6)
     poison((m, n), dtype)
-    assert_normwise(kernels_ext.gemm_mma(a, w), reference(a, w), TOL[dtype], f"gemm_mma {m}x{n}x{k}")
+    out = kernels_ext.gemm_mma(a, w, config)
+    assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_mma[{config}] {m}x{n}x{k}")
 
 
 @needs_hopper
@@ -155,6 +163,38 @@ def test_gemm_decode(m, n, k, dtype, split_k):
     poison((m, n), dtype)
     out = kernels_ext.gemm_decode(a, w, split_k)
     assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_decode split {split_k} {m}x{n}x{k}")
+
+
+# M <= 16; N from one row to more than 64 per SM (64-row CTAs) and below (32-row CTAs); K tails
+# inside a chunk (K % 32 != 0) and K-splits of unequal length.
+DECODE_MMA = [(1, 256, 512), (16, 1000, 264), (5, 40, 16), (16, 64, 8), (9, 4100, 4104),
+              (16, 8192, 512), (2, 1, 96), (16, 130, 2056), (13, 9000, 1032)]
+
+
+@pytest.mark.parametrize("m,n,k", DECODE_MMA)
+@pytest.mark.parametrize("dtype", HALF, ids=_id)
+def test_gemm_decode_mma(m, n, k, dtype):
+    a, w = rand((m, k), dtype, 39), rand((n, k), dtype, 40)
+    poison((m, n), dtype)
+    out = kernels_ext.gemm_decode_mma(a, w)
+    assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_decode_mma {m}x{n}x{k}")
+
+
+def test_gemm_decode_mma_is_deterministic_and_matches_cublas_accuracy():
+    a, w = rand((16, 4096), torch.bfloat16, 41), rand((8192, 4096), torch.bfloat16, 42)
+    first = kernels_ext.gemm_decode_mma(a, w)
+    assert torch.equal(first, kernels_ext.gemm_decode_mma(a, w)), "K-split sums must not depend on timing"
+    ref = reference(a, w)
+    ours = float((first.double() - ref).norm() / ref.norm())
+    cublas = float(((a @ w.t()).double() - ref).norm() / ref.norm())
+    assert ours <= 1.5 * cublas + 1e-6, f"gemm_decode_mma error {ours:.2e} vs cuBLAS {cublas:.2e}"
+
+
+def test_gemm_decode_mma_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match="M <= 16"):
+        kernels_ext.gemm_decode_mma(rand((17, 64), torch.bfloat16, 43), rand((8, 64), torch.bfloat16, 44))
+    with pytest.raises(ValueError, match="multiple of 8"):
+        kernels_ext.gemm_decode_mma(rand((4, 100), torch.bfloat16, 45), rand((8, 100), torch.bfloat16, 46))
 
 
 @pytest.mark.parametrize("m,n,k", ODD + [(100, 300, 4100), (77, 1001, 128)])

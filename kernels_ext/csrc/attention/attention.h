@@ -78,6 +78,11 @@ AttentionResult launch_flash_mma(const AttentionParams& p, cudaStream_t stream);
 // consumer warpgroups, wgmma for both products.
 AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream);
 
+// The same kernel as persistent blocks, one per SM, each looping over query tiles so that the
+// next tile's loads overlap the current one's end (a separate variant until measured; the
+// arithmetic of a tile is launch_flash_wgmma's).
+AttentionResult launch_flash_wgmma_persistent(const AttentionParams& p, cudaStream_t stream);
+
 // Split-KV decoding (flash-decoding) for 1 <= Sq <= 16: the key range is split across
 // blocks, each writes fp32 partial outputs and log-sum-exps into `workspace`, and a combine
 // kernel merges them. attention_decode_workspace_bytes() sizes the workspace for p.

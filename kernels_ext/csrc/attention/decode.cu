@@ -6,8 +6,9 @@
 //    positions, contiguous in [B, Hq, Sq, D]) are packed into one row block, so each K/V
 //    byte is read from memory once per group, not once per query head;
 //  - the key range is split across blocks (and, for short row blocks, across the warps of a
-//    block), each writing an fp32 partial output normalised by its own softmax sum plus its
-//    log-sum-exp; a second kernel merges the partials of each row by their LSEs.
+//    block, merged in shared memory at the end), each block writing an fp32 partial output
+//    normalised by its own softmax sum plus its log-sum-exp; a second kernel merges the
+//    partials of each row by their LSEs.
 // K/V tiles of 64 keys stream through a 2-3 stage cp.async ring so that enough bytes are in
 // flight per SM to cover memory latency.
 //
@@ -18,6 +19,14 @@
 // Warp layout per block: WR row groups x WK key groups. A row group owns MFW fragments of 16
 // rows; a key group takes 64 / WK keys of every stage. Few rows (Sq x G <= 32): 1 x 4 warps,
 // each with all rows and a quarter of the keys; 128 rows: 4 x 1, each warp 32 rows.
+//
+// The combine step is what the first H200 run (results/h200/dev/attention_v1.txt) found slow:
+// with 8 rows per K/V head (Sq = 1, GQA 8) it took ~25 us whatever the cache length (4k: 577
+// GB/s, 16k: 1502), because every key group of every split was a partial (128 per row) and
+// one warp walked a row's partials one dependent load at a time. Now the key groups of a block
+// are merged in shared memory before anything is written (partials = splits), the combine
+// gives each row a block whose warps split the partials with their loads in flight together,
+// and on sm_90 it is a programmatic dependent launch (grid_dependency.cuh).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -27,15 +36,16 @@
 #include "../tile/online_softmax.cuh"
 #include "args.cuh"
 #include "attention.h"
+#include "grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
 
 namespace sk::attn {
 namespace {
 
-constexpr int kDecodeBN = 64;      // keys per stage
-constexpr int kMaxPartials = 256;  // per row; the combine kernel stages weights in smem
-constexpr int kCombineWarps = 4;   // rows per combine block (one warp per row)
+constexpr int kDecodeBN = 64;         // keys per stage
+constexpr int kMaxPartials = 256;     // per row; the combine kernel stages their LSEs in smem
+constexpr int kCombineThreads = 128;  // one combine block per output row
 constexpr int kMaxDecodeQuery = 16;
 
 template <int D_, int MFW_, int WR_, int WK_, int STAGES_>
@@ -58,6 +68,12 @@ struct DecodeConfig {
   static constexpr int kKVBytes = BN * D * 2;
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kTileAlign;
   static_assert(KC % 16 == 0 && KW % KC == 0, "each warp takes whole 16-key steps");
+  // The key groups' results, merged after the main loop in the K/V stages' space: [WK][BR]
+  // rows of D floats, padded by 8 so that a warp's float2 stores of 8 rows hit distinct banks,
+  // then [WK][BR] LSEs.
+  static constexpr int kMergeStride = D + 8;
+  static constexpr int kMergeBytes = WK * BR * (kMergeStride + 1) * 4;
+  static_assert(WK == 1 || kMergeBytes <= 2 * kStages * kKVBytes, "merge buffers fit the stages");
 };
 
 struct DecodeArgs {
@@ -71,6 +87,7 @@ __global__ void __launch_bounds__(C::kThreads, 2)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int D = C::D, MFW = C::MFW, BN = C::BN, NT = C::NT, S = C::kStages;
   const AttnArgs& a = d.a;
+  launch_dependents();  // the combine kernel may be placed once every split block runs
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = (tile::smem_u32(smem) + kTileAlign - 1) & ~uint32_t{kTileAlign - 1};
   const uint32_t k_tiles = q_tile + C::kQBytes;
@@ -163,84 +180,166 @@ __global__ void __launch_bounds__(C::kThreads, 2)
 
   float inv_sum[2 * MFW], lse[2 * MFW];
   softmax.finalize(inv_sum, lse);
-  const int partial = split * C::WK + wk;
+  // Row r of the block's split goes to workspace row (b, hk, row_base + r), partial `split`.
+  const int64_t group_row0 = (static_cast<int64_t>(b) * a.heads_kv + hk) * d.s.rows + row_base;
+  if constexpr (C::WK == 1) {
 #pragma unroll
-  for (int r = 0; r < 2 * MFW; ++r) {
-    const int f = r / 2, hh = r % 2;
-    const int pr = row_base + q_row0 + 16 * f + (lane >> 2) + 8 * hh;
-    if (pr >= d.s.rows) continue;
-    const int64_t row = (static_cast<int64_t>(b) * a.heads_kv + hk) * d.s.rows + pr;
-    float* out = d.s.o_part + (row * d.s.partials + partial) * D + 2 * (lane & 3);
+    for (int r = 0; r < 2 * MFW; ++r) {
+      const int f = r / 2, hh = r % 2;
+      const int lr = q_row0 + 16 * f + (lane >> 2) + 8 * hh;
+      if (row_base + lr >= d.s.rows) continue;
+      const int64_t slot = (group_row0 + lr) * d.s.partials + split;
+      float* out = d.s.o_part + slot * D + 2 * (lane & 3);
 #pragma unroll
-    for (int jj = 0; jj < D / 8; ++jj) {
-      *reinterpret_cast<float2*>(out + 8 * jj) =
-          make_float2(o[f][jj][2 * hh] * inv_sum[r], o[f][jj][2 * hh + 1] * inv_sum[r]);
+      for (int jj = 0; jj < D / 8; ++jj) {
+        *reinterpret_cast<float2*>(out + 8 * jj) =
+            make_float2(o[f][jj][2 * hh] * inv_sum[r], o[f][jj][2 * hh + 1] * inv_sum[r]);
+      }
+      if ((lane & 3) == 0) d.s.lse_part[slot] = lse[r];
     }
-    if ((lane & 3) == 0) d.s.lse_part[row * d.s.partials + partial] = lse[r];
+  } else {
+    // The WK warps of a row group saw disjoint keys of the same rows: merge their normalised
+    // outputs by their LSEs (as decode_combine does across splits) through shared memory,
+    // which the K/V stages no longer need once every warp is past the loop and no copy is
+    // in flight (the last groups committed in the loop are empty, but wait for all anyway).
+    tile::cp_async_wait<0>();
+    __syncthreads();
+    unsigned char* stages = smem + (k_tiles - tile::smem_u32(smem));
+    float* merge_o = reinterpret_cast<float*>(stages);                      // [WK][BR][stride]
+    float* merge_lse = merge_o + C::WK * C::BR * C::kMergeStride;           // [WK][BR]
+#pragma unroll
+    for (int r = 0; r < 2 * MFW; ++r) {
+      const int f = r / 2, hh = r % 2;
+      const int lr = q_row0 + 16 * f + (lane >> 2) + 8 * hh;
+      float* dst = merge_o + (wk * C::BR + lr) * C::kMergeStride + 2 * (lane & 3);
+#pragma unroll
+      for (int jj = 0; jj < D / 8; ++jj) {
+        *reinterpret_cast<float2*>(dst + 8 * jj) =
+            make_float2(o[f][jj][2 * hh] * inv_sum[r], o[f][jj][2 * hh + 1] * inv_sum[r]);
+      }
+      if ((lane & 3) == 0) merge_lse[wk * C::BR + lr] = lse[r];
+    }
+    __syncthreads();
+    constexpr int kVecs = D / 4;  // float4 columns per row
+    for (int item = tid; item < C::BR * kVecs; item += C::kThreads) {
+      const int lr = item / kVecs;
+      const int c = item % kVecs;
+      if (row_base + lr >= d.s.rows) continue;
+      float m = -CUDART_INF_F;
+#pragma unroll
+      for (int w = 0; w < C::WK; ++w) m = fmaxf(m, merge_lse[w * C::BR + lr]);
+      // m = -inf: no key group saw a key (all weights 0, the row stays empty).
+      float total = 0.f;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < C::WK; ++w) {
+        const float e = m == -CUDART_INF_F ? 0.f : expf(merge_lse[w * C::BR + lr] - m);
+        const float4 x =
+            *reinterpret_cast<const float4*>(merge_o + (w * C::BR + lr) * C::kMergeStride + 4 * c);
+        total += e;
+        acc.x = fmaf(e, x.x, acc.x), acc.y = fmaf(e, x.y, acc.y);
+        acc.z = fmaf(e, x.z, acc.z), acc.w = fmaf(e, x.w, acc.w);
+      }
+      const float inv = total > 0.f ? 1.f / total : 0.f;
+      const int64_t slot = (group_row0 + lr) * d.s.partials + split;
+      *reinterpret_cast<float4*>(d.s.o_part + slot * D + 4 * c) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (c == 0) d.s.lse_part[slot] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
+    }
   }
 #endif
 }
 
-// One warp per output row: weights w_i = exp(lse_i - max) over the row's partials, o =
-// sum w_i o_i / sum w_i, lse = max + log(sum w_i). A row whose partials are all empty
-// (every key masked) gets o = 0 and lse = -inf.
+// One block per output row (a grid-stride loop beyond the grid): weights w_i = exp(lse_i - m),
+// m the max over the row's partials, o = sum w_i o_i / sum w_i, lse = m + log(sum w_i). The
+// block's threads form G = 128 / (D / 4) groups of D / 4 (one float4 column each); group g
+// takes partials g, g + G, ... with four loads in flight per thread (the reads are L2 hits
+// the split kernel just wrote, so latency, not bandwidth, is what a serial walk would cost),
+// then the groups' sums meet in shared memory. A row whose partials are all empty (every key
+// masked) gets o = 0 and lse = -inf.
 template <class T, int D>
-__global__ void __launch_bounds__(32 * kCombineWarps)
+__global__ void __launch_bounds__(kCombineThreads)
     decode_combine(const __grid_constant__ DecodeArgs d) {
-  constexpr int kVec = D / 32;
-  __shared__ float weights[kCombineWarps][kMaxPartials];
+  constexpr int kVecs = D / 4;
+  constexpr int kGroups = kCombineThreads / kVecs;
+  static_assert(kCombineThreads % kVecs == 0 && kGroups * kVecs == kCombineThreads, "groups");
+  __shared__ float lse_s[kMaxPartials];
+  __shared__ float4 acc_s[kGroups][kVecs];
   const AttnArgs& a = d.a;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int64_t total_rows = static_cast<int64_t>(a.batch) * a.heads_q * a.seq_q;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineWarps + warp;
-  if (row >= total_rows) return;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int g = tid / kVecs;
+  const int c = tid % kVecs;
   const int np = d.s.partials;
-  const float* lse_part = d.s.lse_part + row * np;
+  const int64_t total_rows = static_cast<int64_t>(a.batch) * a.heads_q * a.seq_q;
+  wait_for_prior_grids();  // before the first read of the split kernel's partials
 
-  float m = -CUDART_INF_F;
-  for (int i = lane; i < np; i += 32) m = fmaxf(m, lse_part[i]);
+  for (int64_t row = blockIdx.x; row < total_rows; row += gridDim.x) {
+    for (int i = tid; i < np; i += kCombineThreads) lse_s[i] = d.s.lse_part[row * np + i];
+    __syncthreads();
+    // Every warp reduces the (at most 256) LSEs itself: no second barrier needed.
+    float m = -CUDART_INF_F;
+    for (int i = lane; i < np; i += 32) m = fmaxf(m, lse_s[i]);
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  float total = 0.f;
-  for (int i = lane; i < np; i += 32) {
-    const float w = m == -CUDART_INF_F ? 0.f : expf(lse_part[i] - m);
-    weights[warp][i] = w;
-    total += w;
-  }
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    const bool empty = m == -CUDART_INF_F;
+    float total = 0.f;
+    for (int i = lane; i < np; i += 32) total += empty ? 0.f : expf(lse_s[i] - m);
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-  __syncwarp();
+    for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
 
-  float acc[kVec] = {};
-  const float* o_part = d.s.o_part + row * np * D + lane * kVec;
-  for (int i = 0; i < np; ++i) {
-    const float w = weights[warp][i];
-    if (w == 0.f) continue;  // an empty partial holds zeros; skip its read
-    if constexpr (kVec == 4) {
-      const float4 x = *reinterpret_cast<const float4*>(o_part + i * D);
-      acc[0] = fmaf(w, x.x, acc[0]), acc[1] = fmaf(w, x.y, acc[1]);
-      acc[2] = fmaf(w, x.z, acc[2]), acc[3] = fmaf(w, x.w, acc[3]);
-    } else {
-      const float2 x = *reinterpret_cast<const float2*>(o_part + i * D);
-      acc[0] = fmaf(w, x.x, acc[0]), acc[1] = fmaf(w, x.y, acc[1]);
+    // Partials that saw no key hold zeros (finite) and get weight 0: no read needs skipping.
+    // The loads of a batch are issued before any of their weights is computed, so that they
+    // are in flight together.
+    const float* o_part = d.s.o_part + row * np * D + 4 * c;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    auto add = [&](float4 x, float lse_i) {
+      const float w = expf(lse_i - m);
+      acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
+      acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
+    };
+    if (!empty) {  // block-uniform
+      constexpr int kBatch = 4;
+      int i = g;
+      for (; i + (kBatch - 1) * kGroups < np; i += kBatch * kGroups) {
+        float4 x[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          x[u] = *reinterpret_cast<const float4*>(o_part + static_cast<int64_t>(i + u * kGroups) * D);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) add(x[u], lse_s[i + u * kGroups]);
+      }
+      for (; i < np; i += kGroups) {
+        add(*reinterpret_cast<const float4*>(o_part + static_cast<int64_t>(i) * D), lse_s[i]);
+      }
     }
-  }
-  const float inv = total > 0.f ? 1.f / total : 0.f;
-
-  // Packed row -> (batch, query head, position); o uses the caller's strides.
-  const int pos = static_cast<int>(row % a.seq_q);
-  const int64_t bh = row / a.seq_q;
-  const int h = static_cast<int>(bh % a.heads_q);
-  const int b = static_cast<int>(bh / a.heads_q);
-  T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head + static_cast<int64_t>(pos) * D +
-           lane * kVec;
+    acc_s[g][c] = acc;
+    __syncthreads();
+    if (tid < kVecs) {
+      float4 sum = acc_s[0][tid];
 #pragma unroll
-  for (int e = 0; e < kVec; e += 2) {
-    *reinterpret_cast<uint32_t*>(out + e) = tile::pack2<T>(acc[e] * inv, acc[e + 1] * inv);
-  }
-  if (a.lse != nullptr && lane == 0) {
-    a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
+      for (int j = 1; j < kGroups; ++j) {
+        const float4 x = acc_s[j][tid];
+        sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+      }
+      const float inv = total > 0.f ? 1.f / total : 0.f;
+      // Packed row -> (batch, query head, position); o uses the caller's strides.
+      const int pos = static_cast<int>(row % a.seq_q);
+      const int64_t bh = row / a.seq_q;
+      const int h = static_cast<int>(bh % a.heads_q);
+      const int b = static_cast<int>(bh / a.heads_q);
+      T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head +
+               static_cast<int64_t>(pos) * D + 4 * tid;
+      uint2 packed;
+      packed.x = tile::pack2<T>(sum.x * inv, sum.y * inv);
+      packed.y = tile::pack2<T>(sum.z * inv, sum.w * inv);
+      *reinterpret_cast<uint2*>(out) = packed;
+      if (a.lse != nullptr && tid == 0) {
+        a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
+      }
+    }
+    __syncthreads();  // lse_s and acc_s are rewritten for the next row
   }
 }
 
@@ -279,14 +378,15 @@ DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   const int n_tiles = static_cast<int>(ceil_div(p.seq_k, plan.tile_keys));
   const int64_t groups = p.batch * p.heads_kv * plan.row_blocks;
   // At most one wave of blocks (a partial second wave would cost a whole tile time); never more
-  // splits than tiles, nor more partials per row than the combine kernel stages.
+  // splits than tiles, nor more partials per row than the combine kernel stages. A block's key
+  // groups are merged before it writes, so each split is one partial.
   const int64_t wanted = int64_t{blocks_per_sm} * sms / std::max<int64_t>(groups, 1);
-  int splits = static_cast<int>(std::min<int64_t>(wanted, kMaxPartials / plan.key_groups));
+  int splits = static_cast<int>(std::min<int64_t>(wanted, kMaxPartials));
   splits = std::max(1, std::min(splits, n_tiles));
   plan.tiles_per_split = static_cast<int>(ceil_div(n_tiles, splits));
   plan.splits =
       plan.tiles_per_split > 0 ? static_cast<int>(ceil_div(n_tiles, plan.tiles_per_split)) : 1;
-  plan.partials = plan.splits * plan.key_groups;
+  plan.partials = plan.splits;
   return plan;
 }
 
@@ -301,12 +401,23 @@ cudaError_t run_split(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t 
   return cudaGetLastError();
 }
 
+// One block per row (up to 2^20 blocks; the kernel loops beyond), launched as a programmatic
+// dependent of the split kernel where its code waits for it (grid_dependency.cuh).
 template <class T, int D>
 cudaError_t run_combine(const DecodeArgs& d, cudaStream_t stream) {
   const int64_t rows = d.a.batch * d.a.heads_q * static_cast<int64_t>(d.a.seq_q);
-  decode_combine<T, D>
-      <<<static_cast<unsigned>(ceil_div(rows, kCombineWarps)), 32 * kCombineWarps, 0, stream>>>(d);
-  return cudaGetLastError();
+  auto kernel = decode_combine<T, D>;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)), 1, 1);
+  cfg.blockDim = dim3(kCombineThreads, 1, 1);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = kernel_waits_for_prior_grids(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, d);
 }
 
 template <class T, int D>

@@ -27,6 +27,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -38,6 +40,7 @@
 #include "../tile/wgmma.cuh"
 #include "args.cuh"
 #include "attention.h"
+#include "grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
 #include "tile_extra.cuh"
@@ -59,11 +62,15 @@ struct WgmmaConfig {
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;                                 // one K or V stage
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;  // + alignment
+  // A persistent block double-buffers Q, so the next item's Q loads while this one's is read.
+  static constexpr int kPersistentSmemBytes = kSmemBytes + kQBytes;
   static_assert(D % kPanelCols == 0 && BN % 16 == 0 && BN <= 256, "tile shape");
 };
 
 struct Barriers {
-  uint64_t q_full;
+  // Q buffer b (persistent blocks alternate two; others use 0): q_empty[b] = both consumers are
+  // done reading it.
+  uint64_t q_full[2], q_empty[2];
   uint64_t k_full[4], k_empty[4], v_full[4], v_empty[4];
 };
 
@@ -79,6 +86,7 @@ struct Smem {
   uint8_t* q;
   uint8_t* k;
   uint8_t* v;
+  __device__ uint8_t* q_buffer(int b) const { return q + b * C::kQBytes; }
   __device__ uint8_t* k_stage(int s) const { return k + s * C::kKVBytes; }
   __device__ uint8_t* v_stage(int s) const { return v + s * C::kKVBytes; }
 };
@@ -90,23 +98,28 @@ __device__ __forceinline__ int block_tiles(const AttnArgs& a, int m0, int bm, in
   return n_keys > 0 ? (n_keys + bn - 1) / bn : 0;
 }
 
+// One work item's loads: the Q tile, then key tiles [tile0, tile0 + n_tiles) into the ring,
+// whose position continues across a persistent block's work items: its tile `it` goes to ring
+// slot ring0 + it (stage slot % kStages, pass slot / kStages). Work item `round` uses Q buffer
+// round % 2 for the (round / 2)-th time; from round 2 on it first waits until both consumers
+// have released that buffer's previous use (item round - 2).
 template <class C>
-__device__ __forceinline__ void producer(const CUtensorMap* q_map, const CUtensorMap* k_map,
-                                         const CUtensorMap* v_map, const Smem<C>& sm, Barriers& bar,
-                                         int q_row, int q_head, int kv_head, int tile0,
-                                         int n_tiles) {
-  tile::tma_prefetch_descriptor(q_map);
-  tile::tma_prefetch_descriptor(k_map);
-  tile::tma_prefetch_descriptor(v_map);
-  tile::mbar_arrive_expect_tx(&bar.q_full, C::kQBytes);
+__device__ __forceinline__ void produce_work(const CUtensorMap* q_map, const CUtensorMap* k_map,
+                                             const CUtensorMap* v_map, const Smem<C>& sm,
+                                             Barriers& bar, int q_row, int q_head, int kv_head,
+                                             int tile0, int n_tiles, int ring0, int round) {
+  const int qb = round & 1;
+  if (round >= 2) tile::mbar_wait(&bar.q_empty[qb], ((round >> 1) - 1) & 1);
+  tile::mbar_arrive_expect_tx(&bar.q_full[qb], C::kQBytes);
 #pragma unroll
   for (int p = 0; p < C::kPanels; ++p) {
-    tile::tma_load_3d(sm.q + p * C::BM * kSwizzleBytes, q_map, &bar.q_full, p * kPanelCols, q_row,
-                      q_head);
+    tile::tma_load_3d(sm.q_buffer(qb) + p * C::BM * kSwizzleBytes, q_map, &bar.q_full[qb],
+                      p * kPanelCols, q_row, q_head);
   }
   for (int it = 0; it < n_tiles; ++it) {
-    const int st = it % C::kStages;
-    const uint32_t parity = ((it / C::kStages) & 1) ^ 1;
+    const int slot = ring0 + it;
+    const int st = slot % C::kStages;
+    const uint32_t parity = ((slot / C::kStages) & 1) ^ 1;
     tile::mbar_wait(&bar.k_empty[st], parity);
     tile::mbar_arrive_expect_tx(&bar.k_full[st], C::kKVBytes);
 #pragma unroll
@@ -185,9 +198,26 @@ __device__ __forceinline__ int row_visible(const AttnArgs& a, int row) {
   return visible_keys(kSplit ? row % a.seq_q : row, a.seq_q, a.seq_k, a.causal);
 }
 
+// The consumers' turns (ping-pong): a warpgroup issues its products between
+// named_barrier_sync(own turn) and named_barrier_arrive(other's turn). Consumer 0 goes first:
+// consumer 1 hands it the first turn in turns_begin(), and consumer 1's last hand-over is taken
+// in turns_end(). Both consumers take the same number of turns (one per key tile of each work
+// item, the same items for both), so a persistent block keeps one sequence across its items.
+__device__ __forceinline__ void turns_begin(int cw) {
+  if (cw == 1) tile::named_barrier_arrive(kSchedBarrier, 2 * tile::kWarpgroupThreads);
+}
+
+__device__ __forceinline__ void turns_end(int cw) {
+  if (cw == 0) tile::named_barrier_sync(kSchedBarrier, 2 * tile::kWarpgroupThreads);
+}
+
+// One work item for consumer warpgroup cw: its tile `it` is in ring slot ring0 + it (as the
+// producer put it); Q is in buffer round % 2 (phase round / 2 of its q_full), released to the
+// producer (q_empty) once the item's last S = Q K^T has retired.
 template <class T, class C, bool kSplit>
-__device__ __forceinline__ void consumer(const AttnArgs& a, const SplitKV& split, const Smem<C>& sm,
-                                         Barriers& bar, int cw, const Work& w) {
+__device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& split,
+                                             const Smem<C>& sm, Barriers& bar, int cw,
+                                             const Work& w, int ring0, int round) {
   constexpr int NT = C::NT, D = C::D;
   const int n_tiles = w.n_tiles;
   const int t128 = static_cast<int>(threadIdx.x) - (cw + 1) * tile::kWarpgroupThreads;
@@ -201,7 +231,8 @@ __device__ __forceinline__ void consumer(const AttnArgs& a, const SplitKV& split
   const int first_visible = kSplit ? visible_keys(0, a.seq_q, a.seq_k, a.causal)
                                    : visible_keys(w.row_base + 64 * cw, a.seq_q, a.seq_k, a.causal);
   const int n_unmasked = max(first_visible, 0) / C::BN;
-  const uint8_t* q_rows = sm.q + 64 * cw * kSwizzleBytes;
+  const int qb = round & 1;
+  const uint8_t* q_rows = sm.q_buffer(qb) + 64 * cw * kSwizzleBytes;
 
   tile::OnlineSoftmax<1> softmax;
   softmax.init(a.scale);
@@ -213,9 +244,7 @@ __device__ __forceinline__ void consumer(const AttnArgs& a, const SplitKV& split
   auto& o_flat = reinterpret_cast<float (&)[D / 2]>(o);
   auto& s_flat = reinterpret_cast<float (&)[C::BN / 2]>(s);
 
-  // Consumer 0 issues first; consumer 1 hands it the first turn.
-  if (cw == 1) tile::named_barrier_arrive(kSchedBarrier, 2 * tile::kWarpgroupThreads);
-  tile::mbar_wait(&bar.q_full, 0);
+  tile::mbar_wait(&bar.q_full[qb], (round >> 1) & 1);
 
   auto softmax_tile = [&](int it, float (&rescale)[2]) {
     const int j = w.tile0 + it;  // the key tile's index in the sequence
@@ -229,56 +258,67 @@ __device__ __forceinline__ void consumer(const AttnArgs& a, const SplitKV& split
   // Tile 0: S_0 only. Then each tile it issues S_it and P_{it-1} V_{it-1} back to back and
   // runs the softmax of S_it while the second product is in flight. Straight-line bodies (no
   // branch on `it` between a wgmma and its wait) let ptxas see that the waits retire them.
+  // `rescale` carries the factor of the latest softmax step to the next P V: O is multiplied by
+  // it between the two issues, so those multiplies run while S_it is on the tensor cores
+  // instead of between P V's completion and the next turn (the first H200 run had this
+  // kernel 2-3% behind cuDNN at S = 4096). O is not an operand of S_it; the second
+  // wgmma_fence orders the multiplies before the P V that accumulates into O.
+  float rescale[2];
   if (n_tiles > 0) {
+    const int st = ring0 % C::kStages;
     tile::named_barrier_sync(own_turn, 2 * tile::kWarpgroupThreads);
-    tile::mbar_wait(&bar.k_full[0], 0);
+    tile::mbar_wait(&bar.k_full[st], (ring0 / C::kStages) & 1);
     tile::wgmma_fence();
-    issue_scores<T, C>(s_flat, q_rows, sm.k_stage(0));
+    issue_scores<T, C>(s_flat, q_rows, sm.k_stage(st));
     tile::named_barrier_arrive(other_turn, 2 * tile::kWarpgroupThreads);
     tile::wgmma_wait<0>();
     tile::fence_accumulators(s_flat);
-    release(&bar.k_empty[0], lane);
-    float rescale[2];
-    softmax_tile(0, rescale);  // O is still 0: no rescale needed
+    release(&bar.k_empty[st], lane);
+    softmax_tile(0, rescale);  // rescale = 0 (no previous max); it multiplies the zero O
     scores_to_fragments<T, NT>(p, s);
   }
   for (int it = 1; it < n_tiles; ++it) {
-    const int st = it % C::kStages;
-    const uint32_t parity = (it / C::kStages) & 1;
-    const int prev = (it - 1) % C::kStages;
-    const uint32_t prev_parity = ((it - 1) / C::kStages) & 1;
+    const int slot = ring0 + it;
+    const int st = slot % C::kStages;
+    const uint32_t parity = (slot / C::kStages) & 1;
+    const int prev = (slot - 1) % C::kStages;
+    const uint32_t prev_parity = ((slot - 1) / C::kStages) & 1;
 
     tile::named_barrier_sync(own_turn, 2 * tile::kWarpgroupThreads);
     tile::mbar_wait(&bar.k_full[st], parity);
     tile::mbar_wait(&bar.v_full[prev], prev_parity);
     tile::wgmma_fence();
     issue_scores<T, C>(s_flat, q_rows, sm.k_stage(st));
+    tile::scale_rows(o, rescale);  // for P_{it-1}, under S_it
+    tile::wgmma_fence();
     issue_pv<T, C>(o_flat, p, sm.v_stage(prev));
     tile::named_barrier_arrive(other_turn, 2 * tile::kWarpgroupThreads);
 
     tile::wgmma_wait<1>();  // S_it done; P_{it-1} V_{it-1} may still run
     tile::fence_accumulators(s_flat);
     release(&bar.k_empty[st], lane);
-    float rescale[2];
     softmax_tile(it, rescale);
     tile::wgmma_wait<0>();
     tile::fence_accumulators(o_flat);
     fence_fragments(p);
     release(&bar.v_empty[prev], lane);
-    tile::scale_rows(o, rescale);
     scores_to_fragments<T, NT>(p, s);
   }
+  // Every S of the item has retired (each at its tile's wgmma_wait): Q may be overwritten.
+  release(&bar.q_empty[qb], lane);
+  const int last_slot = ring0 + n_tiles - 1;
   if (n_tiles > 0) {
-    const int last = (n_tiles - 1) % C::kStages;
-    tile::mbar_wait(&bar.v_full[last], ((n_tiles - 1) / C::kStages) & 1);
+    const int last = last_slot % C::kStages;
+    tile::mbar_wait(&bar.v_full[last], (last_slot / C::kStages) & 1);
+    tile::scale_rows(o, rescale);
     tile::wgmma_fence();
     issue_pv<T, C>(o_flat, p, sm.v_stage(last));
   }
   tile::wgmma_wait<0>();
   tile::fence_accumulators(o_flat);
   fence_fragments(p);
-  // Consumer 1's last hand-over (or its first, when there were no tiles) is still pending.
-  if (cw == 0) tile::named_barrier_sync(own_turn, 2 * tile::kWarpgroupThreads);
+  // The last V stage too: a persistent block's producer refills it for a later item.
+  if (n_tiles > 0) release(&bar.v_empty[last_slot % C::kStages], lane);
 
   float inv_sum[2], lse[2];
   softmax.finalize(inv_sum, lse);
@@ -317,45 +357,92 @@ __device__ __forceinline__ void consumer(const AttnArgs& a, const SplitKV& split
   }
 }
 
+// A prefill work item: query tile m_block of head h of batch b, and its TMA coordinates.
+struct PrefillItem {
+  Work w;
+  int q_row, q_head, kv_head;
+};
+
+template <class C>
+__device__ __forceinline__ PrefillItem prefill_item(const AttnArgs& a, int m_block, int h, int b) {
+  PrefillItem item;
+  item.w = {m_block * C::BM, b, h, 0, 0};
+  item.w.n_tiles = block_tiles(a, item.w.row_base, C::BM, C::BN);
+  item.q_row = item.w.row_base;
+  item.q_head = b * a.heads_q + h;
+  item.kv_head = b * a.heads_kv + h / a.group;
+  return item;
+}
+
+// Persistent blocks (one per SM) walk the items in head-major order -- a head's query tiles
+// run side by side and share its K/V through L2 -- with a causal head's heaviest tiles first.
+// Round r of block c takes item r G + c, or r G + G - 1 - c on odd rounds (G blocks): the
+// snake pairs a block's heavy causal tiles with light ones across rounds, where a plain
+// stride would give some blocks the heavy end of every round. False past the last item.
+template <class C>
+__device__ __forceinline__ bool persistent_item(const AttnArgs& a, int round, PrefillItem* item) {
+  const int64_t g = gridDim.x;
+  const int64_t c = blockIdx.x;
+  const int64_t idx = round * g + ((round & 1) ? g - 1 - c : c);
+  const int m_blocks = (a.seq_q + C::BM - 1) / C::BM;
+  if (idx >= static_cast<int64_t>(m_blocks) * a.heads_q * a.batch) return false;
+  const int mi = static_cast<int>(idx % m_blocks);
+  const int64_t bh = idx / m_blocks;
+  *item = prefill_item<C>(a, a.causal ? m_blocks - 1 - mi : mi, static_cast<int>(bh % a.heads_q),
+                          static_cast<int>(bh / a.heads_q));
+  return true;
+}
+
 #endif  // SK_TILE_SM90A
 
-template <class T, class C, bool kSplit>
+// kSplit: decoding's split mode (grid: splits x (Hkv x row blocks) x B). Otherwise prefill,
+// either one block per query tile (grid: query tiles x Hq x B) or, kPersistent, one block per
+// SM looping over the tiles: the producer loads the next item's Q and first K/V tiles while
+// the consumers finish the current one, instead of a new block paying that latency after
+// the old one exits (the first H200 run: 572 TFLOP/s at S = 4096 against 591 at S = 16384,
+// where a block's fixed cost is spread over 4x the tiles).
+template <class T, class C, bool kSplit, bool kPersistent>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_fwd(const __grid_constant__ CUtensorMap q_map,
                     const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map,
                     const __grid_constant__ AttnArgs args, const __grid_constant__ SplitKV split) {
+  static_assert(!(kSplit && kPersistent), "split mode has its own grid");
 #if SK_TILE_SM90A
+  if constexpr (kSplit) launch_dependents();  // decode_combine may be placed once all blocks run
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ Barriers bar;
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
-  const Smem<C> sm{base, base + C::kQBytes, base + C::kQBytes + C::kStages * C::kKVBytes};
+  // Q (two buffers when persistent) | K stages | V stages, every part 1024-byte aligned.
+  constexpr int kQSpace = (kPersistent ? 2 : 1) * C::kQBytes;
+  const Smem<C> sm{base, base + kQSpace, base + kQSpace + C::kStages * C::kKVBytes};
 
-  Work w;
-  int q_row, q_head, kv_head;  // TMA coordinates
+  PrefillItem item{};  // this block's one item (not persistent)
   if constexpr (kSplit) {
-    // grid (splits, Hkv x row blocks, B); q is addressed as one [B * Hq * Sq, D] matrix.
+    // q is addressed as one [B * Hq * Sq, D] matrix.
     const int hk = blockIdx.y % args.heads_kv;
+    Work& w = item.w;
     w = {static_cast<int>(blockIdx.y / args.heads_kv) * C::BM, static_cast<int>(blockIdx.z), hk,
          static_cast<int>(blockIdx.x) * split.tiles_per_split, 0};
     const int total_tiles = (args.seq_k + C::BN - 1) / C::BN;
     w.n_tiles = max(0, min(total_tiles, w.tile0 + split.tiles_per_split) - w.tile0);
-    q_row = (w.b * args.heads_q + hk * args.group) * args.seq_q + w.row_base;
-    q_head = 0;
-    kv_head = w.b * args.heads_kv + hk;
-  } else {
-    // grid (query blocks, Hq, B); causal blocks with more rows (more keys) are launched first.
+    item.q_row = (w.b * args.heads_q + hk * args.group) * args.seq_q + w.row_base;
+    item.q_head = 0;
+    item.kv_head = w.b * args.heads_kv + hk;
+  } else if constexpr (!kPersistent) {
+    // Causal blocks with more rows (more keys) are launched first.
     const int m_block = args.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
-    w = {m_block * C::BM, static_cast<int>(blockIdx.z), static_cast<int>(blockIdx.y), 0, 0};
-    w.n_tiles = block_tiles(args, w.row_base, C::BM, C::BN);
-    q_row = w.row_base;
-    q_head = w.b * args.heads_q + w.head;
-    kv_head = w.b * args.heads_kv + w.head / args.group;
+    item = prefill_item<C>(args, m_block, static_cast<int>(blockIdx.y),
+                           static_cast<int>(blockIdx.z));
   }
 
   if (threadIdx.x == 0) {
-    tile::mbar_init(&bar.q_full, 1);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      tile::mbar_init(&bar.q_full[b], 1);
+      tile::mbar_init(&bar.q_empty[b], kConsumerWarps);
+    }
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
       tile::mbar_init(&bar.k_full[s], 1);
@@ -367,15 +454,41 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   __syncthreads();
 
+  // Producer and consumers walk the same items in the same order, each counting the ring
+  // slots the items' key tiles take, so stage and parity agree on both sides.
   const int wg = tile::warpgroup_index();
   if (wg == 0) {
     tile::setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
-      producer<C>(&q_map, &k_map, &v_map, sm, bar, q_row, q_head, kv_head, w.tile0, w.n_tiles);
+      tile::tma_prefetch_descriptor(&q_map);
+      tile::tma_prefetch_descriptor(&k_map);
+      tile::tma_prefetch_descriptor(&v_map);
+      if constexpr (kPersistent) {
+        int ring = 0;
+        for (int round = 0; persistent_item<C>(args, round, &item); ++round) {
+          produce_work<C>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head, item.kv_head,
+                          item.w.tile0, item.w.n_tiles, ring, round);
+          ring += item.w.n_tiles;
+        }
+      } else {
+        produce_work<C>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head, item.kv_head,
+                        item.w.tile0, item.w.n_tiles, 0, 0);
+      }
     }
   } else {
     tile::setmaxnreg_inc<kConsumerRegs>();
-    consumer<T, C, kSplit>(args, split, sm, bar, wg - 1, w);
+    const int cw = wg - 1;
+    turns_begin(cw);
+    if constexpr (kPersistent) {
+      int ring = 0;
+      for (int round = 0; persistent_item<C>(args, round, &item); ++round) {
+        consume_work<T, C, false>(args, split, sm, bar, cw, item.w, ring, round);
+        ring += item.w.n_tiles;
+      }
+    } else {
+      consume_work<T, C, kSplit>(args, split, sm, bar, cw, item.w, 0, 0);
+    }
+    turns_end(cw);
   }
 #else
   __trap();  // built without sm_90a code: the launchers refuse such devices before this
@@ -415,15 +528,17 @@ bool make_head_map(CUtensorMap* map, const void* base, int64_t heads_total, int6
                                error);
 }
 
-template <class T, class C, bool kSplit>
+template <class T, class C, bool kSplit, bool kPersistent>
 cudaError_t launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
                    const AttnArgs& a, const SplitKV& split, dim3 grid, cudaStream_t stream) {
   static_assert(C::kPanels * kPanelCols == C::D && C::NT * 8 == C::BN, "tile shape");
-  auto kernel = flash_wgmma_fwd<T, C, kSplit>;
+  auto kernel = flash_wgmma_fwd<T, C, kSplit, kPersistent>;
+  constexpr int kSmem = kPersistent ? C::kPersistentSmemBytes : C::kSmemBytes;
+  static_assert(kSmem <= 227 * 1024, "shared memory per block");
   cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(q_map, k_map, v_map, a, split);
+  kernel<<<grid, C::kThreads, kSmem, stream>>>(q_map, k_map, v_map, a, split);
   return cudaGetLastError();
 }
 
@@ -444,29 +559,29 @@ bool make_maps(const AttentionParams& p, bool split, CUtensorMap* q_map, CUtenso
                           C::BN, &error);
 }
 
-template <class T, class C, bool kSplit>
+template <class T, class C, bool kSplit, bool kPersistent>
 AttentionResult run(const AttentionParams& p, const SplitKV& split, dim3 grid,
                     cudaStream_t stream) {
   CUtensorMap q_map, k_map, v_map;
   if (!make_maps<T, C>(p, kSplit, &q_map, &k_map, &v_map))
     return {AttentionStatus::kTensorMap, cudaSuccess};
   const cudaError_t err =
-      launch<T, C, kSplit>(q_map, k_map, v_map, make_args(p), split, grid, stream);
+      launch<T, C, kSplit, kPersistent>(q_map, k_map, v_map, make_args(p), split, grid, stream);
   if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
   return {};
 }
 
-template <bool kSplit>
+template <bool kSplit, bool kPersistent = false>
 AttentionResult dispatch(const AttentionParams& p, const SplitKV& split, dim3 grid,
                          cudaStream_t stream) {
   using C64 = std::conditional_t<kSplit, D64SplitConfig, D64Config>;
   using C128 = std::conditional_t<kSplit, D128SplitConfig, D128Config>;
   if (p.dtype == DType::kBFloat16) {
-    return p.head_dim == 64 ? run<__nv_bfloat16, C64, kSplit>(p, split, grid, stream)
-                            : run<__nv_bfloat16, C128, kSplit>(p, split, grid, stream);
+    return p.head_dim == 64 ? run<__nv_bfloat16, C64, kSplit, kPersistent>(p, split, grid, stream)
+                            : run<__nv_bfloat16, C128, kSplit, kPersistent>(p, split, grid, stream);
   }
-  return p.head_dim == 64 ? run<__half, C64, kSplit>(p, split, grid, stream)
-                          : run<__half, C128, kSplit>(p, split, grid, stream);
+  return p.head_dim == 64 ? run<__half, C64, kSplit, kPersistent>(p, split, grid, stream)
+                          : run<__half, C128, kSplit, kPersistent>(p, split, grid, stream);
 }
 
 bool device_is_sm90() {
@@ -482,27 +597,47 @@ bool device_is_sm90() {
 // TMA addresses heads as one dimension: [B, H] must be uniformly strided.
 bool heads_uniform(const AttentionStrides& s, int64_t heads) { return s.batch == heads * s.head; }
 
+// What both prefill launchers check; kOk with *done set means there is nothing (more) to do.
+AttentionResult prefill_preamble(const AttentionParams& p, cudaStream_t stream, bool* done) {
+  *done = true;
+  const AttentionStatus status = check_attention_params(p);
+  if (status != AttentionStatus::kOk) return {status, cudaSuccess};
+  if (!device_is_sm90()) return {AttentionStatus::kNeedsSm90, cudaSuccess};
+  if (p.batch == 0 || p.heads_q == 0 || p.seq_q == 0) return {};
+  if (!heads_uniform(p.q_strides, p.heads_q) || !heads_uniform(p.k_strides, p.heads_kv) ||
+      !heads_uniform(p.v_strides, p.heads_kv)) {
+    return {AttentionStatus::kBadLayout, cudaSuccess};
+  }
+  // TMA maps need at least one row; with no keys every output row is 0 (lse -inf), which the
+  // mma kernel produces without touching k or v.
+  if (p.seq_k == 0) return launch_flash_mma(p, stream);
+  *done = false;
+  return {};
+}
+
 }  // namespace
 }  // namespace sk::attn
 
 namespace sk {
 
 AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream) {
-  const AttentionStatus status = check_attention_params(p);
-  if (status != AttentionStatus::kOk) return {status, cudaSuccess};
-  if (!attn::device_is_sm90()) return {AttentionStatus::kNeedsSm90, cudaSuccess};
-  if (p.batch == 0 || p.heads_q == 0 || p.seq_q == 0) return {};
-  if (!attn::heads_uniform(p.q_strides, p.heads_q) ||
-      !attn::heads_uniform(p.k_strides, p.heads_kv) ||
-      !attn::heads_uniform(p.v_strides, p.heads_kv)) {
-    return {AttentionStatus::kBadLayout, cudaSuccess};
-  }
-  // TMA maps need at least one row; with no keys every output row is 0 (lse -inf), which the
-  // mma kernel produces without touching k or v.
-  if (p.seq_k == 0) return launch_flash_mma(p, stream);
+  bool done = false;
+  const AttentionResult pre = attn::prefill_preamble(p, stream, &done);
+  if (done) return pre;
   const dim3 grid(static_cast<unsigned>(attn::ceil_div(p.seq_q, attn::D128Config::BM)),
                   static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
   return attn::dispatch<false>(p, attn::SplitKV{}, grid, stream);
+}
+
+AttentionResult launch_flash_wgmma_persistent(const AttentionParams& p, cudaStream_t stream) {
+  bool done = false;
+  const AttentionResult pre = attn::prefill_preamble(p, stream, &done);
+  if (done) return pre;
+  const int64_t items = attn::ceil_div(p.seq_q, attn::D128Config::BM) * p.heads_q * p.batch;
+  // The kernel's ring counters are 32-bit; so many items (2^31) never fit one launch anyway.
+  if (items > INT32_MAX / 2) return launch_flash_wgmma(p, stream);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(items, attn::device_sm_count())), 1, 1);
+  return attn::dispatch<false, true>(p, attn::SplitKV{}, grid, stream);
 }
 
 namespace attn {

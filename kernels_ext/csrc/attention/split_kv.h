@@ -18,7 +18,7 @@ struct SplitKV {
   float* lse_part = nullptr;  // [B * Hq * Sq][partials]
   int rows = 0;               // G * Sq
   int tiles_per_split = 0;    // key tiles per split (of the main kernel's tile size)
-  int partials = 0;           // per row: splits x key groups per block
+  int partials = 0;           // per row: one per split (a block merges its key groups first)
 };
 
 // The wgmma split kernel: 128 packed rows per block, key tiles of 128, one block per SM.

@@ -75,15 +75,17 @@ at::Tensor run(const char* op, const at::Tensor& a, const at::Tensor& w, at::Sca
   return c;
 }
 
-gemm::WgmmaConfig parse_config(c10::string_view name) {
-  for (int i = 0; i < gemm::kNumWgmmaConfigs; ++i) {
-    const auto c = static_cast<gemm::WgmmaConfig>(i);
-    if (name == gemm::wgmma_config_name(c)) return c;
+// A config name -> the launcher's enum. The table restricts the choices; a name it allows
+// but the launchers lack is a bug here.
+template <class Config>
+Config parse_config(const char* op, c10::string_view name, int count,
+                    const char* (*name_of)(Config)) {
+  for (int i = 0; i < count; ++i) {
+    const auto c = static_cast<Config>(i);
+    if (name == name_of(c)) return c;
   }
-  // The table restricts the choices; a name it allows but the launchers lack is a bug here.
-  TORCH_CHECK(false, "solbench_kernels::gemm_wgmma: unknown tile configuration ",
-              std::string(name));
-  return gemm::WgmmaConfig::kAuto;
+  TORCH_CHECK(false, "solbench_kernels::", op, ": unknown configuration ", std::string(name));
+  return static_cast<Config>(0);
 }
 
 }  // namespace
@@ -94,20 +96,22 @@ at::Tensor gemm(const at::Tensor& a, const at::Tensor& w) {
   });
 }
 
-at::Tensor sgemm(const at::Tensor& a, const at::Tensor& w) {
+at::Tensor sgemm(const at::Tensor& a, const at::Tensor& w, c10::string_view config) {
+  const auto c = parse_config("sgemm", config, gemm::kNumSgemmConfigs, gemm::sgemm_config_name);
   return run("sgemm", a, w, a.scalar_type(),
-             [&](const MatmulArgs& g) { return gemm::launch_sgemm(g, stream()); });
+             [&](const MatmulArgs& g) { return gemm::launch_sgemm(g, stream(), c); });
 }
 
-at::Tensor gemm_mma(const at::Tensor& a, const at::Tensor& w) {
+at::Tensor gemm_mma(const at::Tensor& a, const at::Tensor& w, c10::string_view config) {
+  const auto c = parse_config("gemm_mma", config, gemm::kNumMmaConfigs, gemm::mma_config_name);
   return run("gemm_mma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
-    return gemm::launch_hgemm_mma(half_dtype(a), g, stream());
+    return gemm::launch_hgemm_mma(half_dtype(a), g, stream(), c);
   });
 }
 
 at::Tensor gemm_wgmma(const at::Tensor& a, const at::Tensor& w, c10::string_view config) {
   gemm::WgmmaOptions opt;
-  opt.config = parse_config(config);
+  opt.config = parse_config("gemm_wgmma", config, gemm::kNumWgmmaConfigs, gemm::wgmma_config_name);
   return run("gemm_wgmma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
     return gemm::launch_hgemm_wgmma(half_dtype(a), g, opt, stream());
   });
@@ -126,6 +130,12 @@ at::Tensor gemm_fp8(const at::Tensor& a, const at::Tensor& w, const std::optiona
 at::Tensor gemm_decode(const at::Tensor& a, const at::Tensor& w, int64_t split_k) {
   return run("gemm_decode", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
     return gemm::launch_gemm_decode(half_dtype(a), g, static_cast<int>(split_k), stream());
+  });
+}
+
+at::Tensor gemm_decode_mma(const at::Tensor& a, const at::Tensor& w) {
+  return run("gemm_decode_mma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
+    return gemm::launch_gemm_decode_mma(half_dtype(a), g, stream());
   });
 }
 

@@ -12,7 +12,7 @@
 
 namespace sk::impl {
 
-at::Tensor transpose(const at::Tensor& x) {
+at::Tensor transpose(const at::Tensor& x, c10::string_view variant) {
   const int64_t rows = x.size(-2);
   const int64_t cols = x.size(-1);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
@@ -32,7 +32,12 @@ at::Tensor transpose(const at::Tensor& x) {
   a.cols = cols;
   a.batch_stride = v.stride(0);
   a.row_stride = v.stride(1);
-  sk::bind::check_launch(launch_transpose(a, sk::bind::current_stream()), "transpose");
+  // auto: the shared-memory kernel, the one measured on the H200 (results/h200/dev/families_v1.*);
+  // regs is selected by name until a run shows where it is faster.
+  const bool regs = variant == "regs" && transpose_regs_supports(a);
+  sk::bind::check_launch(regs ? launch_transpose_regs(a, sk::bind::current_stream())
+                              : launch_transpose(a, sk::bind::current_stream()),
+                         "transpose");
   return y;
 }
 

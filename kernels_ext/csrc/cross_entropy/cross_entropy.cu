@@ -19,6 +19,7 @@
 #include "../common/grid.cuh"
 #include "../common/pack.cuh"
 #include "../common/reduce.cuh"
+#include "../tile/online_softmax.cuh"
 #include "cross_entropy.h"
 
 namespace sk {
@@ -47,11 +48,24 @@ struct Lse {
 
   // Fold N values in with one rescale. The group max ignores NaN (fmaxf, one instruction), but a
   // NaN still reaches the sum through its own exponential, so the loss comes out NaN.
+  //
+  // bf16 logits arrive at twice fp32's rate per byte (~8 per clock per SM at full bandwidth), so
+  // the arithmetic per element is what limits (the H200 v1 run: bf16 0.67-0.79 of copy, fp32
+  // 1.01): the max and the sum run as four chains each (not one 32 long), and the
+  // exponential is the bare MUFU ex2 (fast_exp2) instead of exp2f, whose subnormal handling costs
+  // three more instructions per element. The two differ only where 2^(x - m) < 2^-126, which
+  // ex2.ftz flushes to 0: next to the sum's term 1 (the max itself) that changes nothing.
   template <int N>
   __device__ __forceinline__ void add(const float (&x)[N]) {
-    float gm = x[0];
+    constexpr int C = N % 4 == 0 ? 4 : 1;  // independent chains
+    float t[C];
 #pragma unroll
-    for (int i = 1; i < N; ++i) gm = fmaxf(gm, x[i]);
+    for (int c = 0; c < C; ++c) t[c] = x[c];
+#pragma unroll
+    for (int i = C; i < N; ++i) t[i % C] = fmaxf(t[i % C], x[i]);
+    float gm = t[0];
+#pragma unroll
+    for (int c = 1; c < C; ++c) gm = fmaxf(gm, t[c]);
     const float m = fmaxf(gm, max);
     if (m == -INFINITY) {
       // Only -inf and NaN so far (never on real data): keep the state empty unless a NaN came.
@@ -61,10 +75,15 @@ struct Lse {
       }
       return;
     }
-    float s = 0.f;
+    float s[C];
 #pragma unroll
-    for (int i = 0; i < N; ++i) s += exp2f((x[i] - m) * kLog2e);
-    sum = sum * exp2f((max - m) * kLog2e) + s;
+    for (int c = 0; c < C; ++c) s[c] = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) s[i % C] += tile::fast_exp2((x[i] - m) * kLog2e);
+    float total = s[0];
+#pragma unroll
+    for (int c = 1; c < C; ++c) total += s[c];
+    sum = sum * tile::fast_exp2((max - m) * kLog2e) + total;
     max = m;
   }
 

@@ -16,6 +16,9 @@
 //   gemm_decode     small M (<= kDecodeMaxM): W streamed once, split over K across a cluster,
 //                   partial sums reduced through distributed shared memory, sm_90a
 //                                                                         launch_gemm_decode
+//   gemm_decode_mma small M (<= kDecodeMmaMaxM): W streamed once through registers (no shared
+//                   memory), mma.sync, K split over the warps of a CTA, sm_80+
+//                                                                     launch_gemm_decode_mma
 // A launcher returns a Status whose message names the violated requirement when it refuses
 // (e.g. TMA's 16-byte row alignment: K * element size % 16 == 0), or the CUDA error.
 #pragma once
@@ -78,13 +81,29 @@ struct WgmmaOptions {
 
 // The largest M the decode (swap-AB, split-K) path handles.
 constexpr int64_t kDecodeMaxM = 64;
+// The largest M the register-streaming decode kernel handles (one m16 tile of tokens).
+constexpr int64_t kDecodeMmaMaxM = 16;
 
 // The variant the front door runs for this dtype, shape and device (see gemm.cu), and the call.
 const char* pick_gemm_variant(DType dt, const MatmulArgs& args);
 Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream);
 
-Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream);
-Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream);
+// sgemm loaders (sgemm_fp32.cu): bk16 (16-k tiles, the measured one) and bk32 (32-k tiles,
+// unpredicated copies for interior tiles); kAuto runs bk16.
+enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2 };
+constexpr int kNumSgemmConfigs = 3;
+const char* sgemm_config_name(SgemmConfig c);
+
+Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream,
+                    SgemmConfig config = SgemmConfig::kAuto);
+// hgemm_mma k-tilings (hgemm_mma.cu): bk32 (the measured one) and bk64 (half the barriers
+// per mma, unpredicated interior copies); kAuto runs bk32.
+enum class MmaConfig : int { kAuto = 0, kBk32 = 1, kBk64 = 2 };
+constexpr int kNumMmaConfigs = 3;
+const char* mma_config_name(MmaConfig c);
+
+Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream,
+                        MmaConfig config = MmaConfig::kAuto);
 Status launch_hgemm_wgmma(DType dt, const MatmulArgs& args, const WgmmaOptions& options,
                           cudaStream_t stream);
 // a, w: float8_e4m3 (1 byte); c: bf16; scale_a, scale_b: device pointers to one fp32 each
@@ -97,9 +116,19 @@ Status launch_linear_residual(DType dt, const MatmulArgs& args, const WgmmaOptio
 Status launch_hgemm_mma_residual(DType dt, const MatmulArgs& args, cudaStream_t stream);
 // M <= kDecodeMaxM; `split_k` 0 = automatic, else 1, 2, 4 or 8 (the cluster size).
 Status launch_gemm_decode(DType dt, const MatmulArgs& args, int split_k, cudaStream_t stream);
+// M <= kDecodeMmaMaxM, K % 8 == 0; any GPU with mma.sync bf16 (sm_80+).
+Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream);
 
 // The current device's compute capability as major * 10 + minor (0 when unknown).
 int device_capability();
+
+// The current device's multiprocessor count (0 when unknown).
+inline int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  return sms;
+}
 // A refusal naming `variant` when the current device is not compute capability 9.0 (the wgmma,
 // TMA-multicast and setmaxnreg kernels exist only as sm_90a code).
 Status require_sm90(const char* variant);

@@ -21,6 +21,13 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem, const void* gmem, bool
 #endif
 }
 
+// The same copy for a source known to be in bounds (no zero-fill operand, no predicate).
+__device__ __forceinline__ void cp_async_4_always(uint32_t smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem) : "memory");
+#endif
+}
+
 // Block b of a grid of tiles_m x tiles_n tiles, in groups of `group` tile rows swept column by
 // column: consecutive blocks share A and W panels, so the blocks in flight hit in L2.
 __device__ __forceinline__ void grouped_tile(int b, int tiles_m, int tiles_n, int group, int& tm,

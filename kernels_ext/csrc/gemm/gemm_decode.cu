@@ -228,13 +228,16 @@ Status run_decode_dtype(const MatmulArgs& g, int split, cudaStream_t stream) {
   return run_decode<T, 64>(g, split, stream);
 }
 
-// The largest split whose CTAs still fit one wave at two per SM (every SM streams W, no
-// second partial wave), without K ranges under 4 k-blocks.
+// The largest split that keeps to one CTA per SM (row_blocks * split <= SMs), without K ranges
+// under 4 k-blocks. Measured on the H200 at N = K = 8192 (results/h200/dev/gemm_v1.txt): split 2
+// (128 CTAs, one per SM) 45 us at M = 16, split 4 (256 CTAs, two per SM) 53 us, split 8 51 us;
+// the same order at M = 1 and M = 64. Two CTAs per SM double the rows in flight and halve the
+// bytes each row gets per visit, and HBM serves long runs of a row better than many short ones.
 int pick_split(const MatmulArgs& g, int sms) {
   const int64_t row_blocks = ceil_div64(g.n, kDecodeRows);
   const int64_t num_kb = ceil_div64(g.k, 64);
   int split = 1;
-  while (split < 8 && row_blocks * split * 2 <= 2 * sms && num_kb / (split * 2) >= 4) split *= 2;
+  while (split < 8 && row_blocks * split * 2 <= sms && num_kb / (split * 2) >= 4) split *= 2;
   return split;
 }
 

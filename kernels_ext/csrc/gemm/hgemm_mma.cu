@@ -1,14 +1,23 @@
 // hgemm_mma: bf16/fp16 C = A @ W^T (+ R) with mma.sync m16n8k16, for sm_80 and later.
 //
 // 128 x 256 block tile, 8 warps as 2 x 4, each warp a 64 x 64 tile (4 x 8 mma tiles, 128 fp32
-// accumulators per thread). K moves in 32-element k-tiles through a 4-stage cp.async ring.
+// accumulators per thread). K moves in k-tiles through a 4-stage cp.async ring.
 // Both operands are K-contiguous, which is what mma's row.col form wants: A fragments are
 // ldmatrix.x4 of [row][k] tiles, W fragments the plain (non-transposed) ldmatrix.x4 of [n][k]
-// tiles. Shared-memory rows are 64 bytes (32 elements); the 16-byte chunk index is XORed with
-// bits 7-8 of the offset (the 64B swizzle of tile/swizzle.cuh), so the 8 rows one ldmatrix
-// phase reads (and the rows cp.async writes) fall in 8 different bank groups.
+// tiles. Shared-memory rows are one k-tile wide; the 16-byte chunk index is XORed with the row
+// bits above it (the 64B / 128B swizzle of tile/swizzle.cuh), so the 8 rows one ldmatrix phase
+// reads (and the rows cp.async writes) fall in 8 different bank groups.
 // K % 8 != 0 (rows not 16-byte aligned) takes a synchronous element-wise loader instead of
 // cp.async; the residual variant adds R in fp32 before the one rounding.
+//
+// Two k-tilings (MmaConfig):
+//   bk32  32-k tiles, 64-byte rows, 96 KiB of stages (the kernel measured on the H200:
+//         296 TFLOP/s at 8192^3, 0.44x cuBLAS). Its SASS spends ~100 instructions of copy
+//         addressing after every barrier, i.e. every 64 mma per warp, with no mma issued.
+//   bk64  64-k tiles, 128-byte rows (128B swizzle), 192 KiB of stages: half the barriers and
+//         waits per mma, and tiles wholly inside the matrix copy from per-thread row pointers
+//         with immediate offsets (a thread always copies the same 16-byte column of rows 32
+//         apart), without predicates or clamps.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -23,12 +32,24 @@
 namespace sk::gemm {
 namespace {
 
-constexpr int kBM = 128, kBN = 256, kBK = 32, kStages = 4, kThreads = 256;
-constexpr int kRowBytes = kBK * 2;                  // 64
-constexpr int kABytes = kBM * kRowBytes;            // 8 KiB per stage
-constexpr int kBBytes = kBN * kRowBytes;            // 16 KiB per stage
-constexpr int kStageBytes = kABytes + kBBytes;
-constexpr int kSmemBytes = kStages * kStageBytes;   // 96 KiB
+constexpr int kBM = 128, kBN = 256, kStages = 4, kThreads = 256;
+
+template <int BK>
+struct Tiling {
+  static constexpr int kBK = BK;
+  static constexpr int kRowBytes = BK * 2;                  // 64 or 128: the swizzle width
+  static constexpr int kChunks = kRowBytes / 16;            // 16-byte chunks per row
+  static constexpr int kABytes = kBM * kRowBytes;           // per stage: 8 / 16 KiB
+  static constexpr int kBBytes = kBN * kRowBytes;           // 16 / 32 KiB
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSmemBytes = kStages * kStageBytes;  // 96 / 192 KiB
+  static constexpr bool kFastInterior = BK == 64;
+  static_assert(kSmemBytes <= 232448, "stages exceed the 227 KiB of shared memory per block");
+
+  __device__ __forceinline__ static uint32_t offset(int row, int chunk) {
+    return tile::swizzle<kRowBytes>(static_cast<uint32_t>(row * kRowBytes + chunk * 16));
+  }
+};
 
 struct MmaArgs {
   const void* a;
@@ -39,10 +60,6 @@ struct MmaArgs {
   int64_t lda, ldw, ldc, ldr;
   int tiles_m, tiles_n;
 };
-
-__device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
-  return tile::swizzle<64>(static_cast<uint32_t>(row * kRowBytes + chunk * 16));
-}
 
 // One 16-byte chunk (8 elements) of row `row` of a [rows x K] operand, k from k0, into smem.
 template <class T, bool kVec>
@@ -65,26 +82,68 @@ __device__ __forceinline__ void load_chunk(uint32_t dst, const T* base, int64_t 
   }
 }
 
-template <class T, bool kVec>
+// Stage <- k-tile kt of A's and W's block rows, every chunk predicated (edges zero-filled).
+template <class T, class Tl, bool kVec>
 __device__ __forceinline__ void load_stage(const MmaArgs& p, uint32_t stage, int m0, int n0,
                                            int kt) {
   const int tid = static_cast<int>(threadIdx.x);
   const T* a = static_cast<const T*>(p.a);
   const T* w = static_cast<const T*>(p.w);
 #pragma unroll
-  for (int i = 0; i < kABytes / 16 / kThreads; ++i) {
-    const int c = tid + i * kThreads, row = c / 4, q = c % 4;
-    load_chunk<T, kVec>(stage + tile_offset(row, q), a, p.lda, m0 + row, p.m, kt * kBK + 8 * q, p.k);
+  for (int i = 0; i < Tl::kABytes / 16 / kThreads; ++i) {
+    const int c = tid + i * kThreads, row = c / Tl::kChunks, q = c % Tl::kChunks;
+    load_chunk<T, kVec>(stage + Tl::offset(row, q), a, p.lda, m0 + row, p.m, kt * Tl::kBK + 8 * q,
+                        p.k);
   }
 #pragma unroll
-  for (int i = 0; i < kBBytes / 16 / kThreads; ++i) {
-    const int c = tid + i * kThreads, row = c / 4, q = c % 4;
-    load_chunk<T, kVec>(stage + kABytes + tile_offset(row, q), w, p.ldw, n0 + row, p.n,
-                        kt * kBK + 8 * q, p.k);
+  for (int i = 0; i < Tl::kBBytes / 16 / kThreads; ++i) {
+    const int c = tid + i * kThreads, row = c / Tl::kChunks, q = c % Tl::kChunks;
+    load_chunk<T, kVec>(stage + Tl::kABytes + Tl::offset(row, q), w, p.ldw, n0 + row, p.n,
+                        kt * Tl::kBK + 8 * q, p.k);
   }
 }
 
-template <class T, bool kVec, bool kResidual>
+// The interior copies of the 64-k tiling: chunk c = tid + 256 i of a tile is row c / 8 = tid / 8
+// + 32 i, column q = tid % 8 -- the same column for every i, and a swizzled smem offset that is
+// a constant plus 32 i rows (the XOR term depends on row % 8 = (tid / 8) % 8 only). So a thread
+// keeps one pointer per operand and every copy is [pointer + immediate] -> [smem + immediate].
+template <class T, class Tl>
+struct InteriorCopies {
+  const T* a;        // &A[m0 + tid / 8][8 q]
+  const T* w;        // &W[n0 + tid / 8][8 q]
+  uint32_t soff;     // smem offset of (tid / 8, q)
+  int64_t step_a;    // 32 rows, in elements
+  int64_t step_w;
+
+  __device__ __forceinline__ InteriorCopies(const MmaArgs& p, int m0, int n0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    const int row = tid / Tl::kChunks, q = tid % Tl::kChunks;
+    const int ra = min(m0 + row, p.m - 1), rw = min(n0 + row, p.n - 1);   // in bounds to form
+    a = static_cast<const T*>(p.a) + static_cast<int64_t>(ra) * p.lda + 8 * q;
+    w = static_cast<const T*>(p.w) + static_cast<int64_t>(rw) * p.ldw + 8 * q;
+    soff = Tl::offset(row, q);
+    step_a = static_cast<int64_t>(kThreads / Tl::kChunks) * p.lda;
+    step_w = static_cast<int64_t>(kThreads / Tl::kChunks) * p.ldw;
+  }
+
+  __device__ __forceinline__ void load(uint32_t stage, int kt) const {
+    constexpr uint32_t kRowStep = (kThreads / Tl::kChunks) * Tl::kRowBytes;   // 32 rows
+    const T* pa = a + static_cast<int64_t>(kt) * Tl::kBK;
+    const T* pw = w + static_cast<int64_t>(kt) * Tl::kBK;
+#pragma unroll
+    for (int i = 0; i < Tl::kABytes / 16 / kThreads; ++i) {
+      tile::cp_async_16(stage + soff + i * kRowStep, pa, true);
+      pa += step_a;
+    }
+#pragma unroll
+    for (int i = 0; i < Tl::kBBytes / 16 / kThreads; ++i) {
+      tile::cp_async_16(stage + Tl::kABytes + soff + i * kRowStep, pw, true);
+      pw += step_w;
+    }
+  }
+};
+
+template <class T, class Tl, bool kVec, bool kResidual>
 __global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p) {
   extern __shared__ uint4 smem_u4[];
   const uint32_t smem = tile::smem_addr(smem_u4);
@@ -93,7 +152,18 @@ __global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p)
   const int m0 = tm * kBM, n0 = tn * kBN;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int wm = warp / 4, wn = warp % 4;   // 64-row x 64-column warp tile
-  const int num_kt = (p.k + kBK - 1) / kBK;
+  const int num_kt = (p.k + Tl::kBK - 1) / Tl::kBK;
+  // k-tiles below this one are wholly inside the matrix for this block (0: none).
+  constexpr bool kFast = Tl::kFastInterior && kVec;
+  const int fast_kt = kFast && m0 + kBM <= p.m && n0 + kBN <= p.n ? p.k / Tl::kBK : 0;
+  const InteriorCopies<T, Tl> interior(p, m0, n0);
+  auto load = [&](uint32_t stage, int kt) {
+    if (kFast && kt < fast_kt) {
+      interior.load(stage, kt);
+    } else {
+      load_stage<T, Tl, kVec>(p, stage, m0, n0, kt);
+    }
+  };
 
   float acc[4][8][4];
 #pragma unroll
@@ -107,30 +177,30 @@ __global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p)
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_kt) load_stage<T, kVec>(p, smem + s * kStageBytes, m0, n0, s);
+    if (s < num_kt) load(smem + s * Tl::kStageBytes, s);
     tile::cp_async_commit();
   }
   for (int kt = 0; kt < num_kt; ++kt) {
     tile::cp_async_wait<kStages - 2>();
     __syncthreads();  // k-tile kt landed for everyone; everyone is done with kt - 1
     const int next = kt + kStages - 1;
-    if (next < num_kt) load_stage<T, kVec>(p, smem + (next % kStages) * kStageBytes, m0, n0, next);
+    if (next < num_kt) load(smem + (next % kStages) * Tl::kStageBytes, next);
     tile::cp_async_commit();
 
-    const uint32_t sa = smem + (kt % kStages) * kStageBytes;
-    const uint32_t sb = sa + kABytes;
+    const uint32_t sa = smem + (kt % kStages) * Tl::kStageBytes;
+    const uint32_t sb = sa + Tl::kABytes;
 #pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
+    for (int kk = 0; kk < Tl::kBK / 16; ++kk) {
       uint32_t af[4][4], bf[4][4];
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi) {
         const int row = wm * 64 + mi * 16 + (lane % 16);
-        tile::ldmatrix_x4(af[mi], sa + tile_offset(row, 2 * kk + lane / 16));
+        tile::ldmatrix_x4(af[mi], sa + Tl::offset(row, 2 * kk + lane / 16));
       }
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
         const int row = wn * 64 + nj * 16 + (lane % 8) + 8 * (lane / 16);
-        tile::ldmatrix_x4(bf[nj], sb + tile_offset(row, 2 * kk + (lane / 8) % 2));
+        tile::ldmatrix_x4(bf[nj], sb + Tl::offset(row, 2 * kk + (lane / 8) % 2));
       }
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi) {
@@ -185,7 +255,12 @@ __global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p)
   }
 }
 
-template <class T, bool kResidual>
+bool rows_vectorizable(const MatmulArgs& g) {
+  return g.lda % 8 == 0 && g.ldw % 8 == 0 && reinterpret_cast<uintptr_t>(g.a) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(g.w) % 16 == 0;
+}
+
+template <class T, class Tl, bool kVec, bool kResidual>
 Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
   MmaArgs p{};
   p.a = g.a;
@@ -201,15 +276,25 @@ Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
   p.ldr = g.ldr;
   p.tiles_m = static_cast<int>((g.m + kBM - 1) / kBM);
   p.tiles_n = static_cast<int>((g.n + kBN - 1) / kBN);
-  const bool vec = g.lda % 8 == 0 && g.ldw % 8 == 0 && reinterpret_cast<uintptr_t>(g.a) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(g.w) % 16 == 0;
-  auto kernel = vec ? hgemm_mma_kernel<T, true, kResidual> : hgemm_mma_kernel<T, false, kResidual>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  auto kernel = hgemm_mma_kernel<T, Tl, kVec, kResidual>;
+  cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes);
   if (e != cudaSuccess) return from_cuda(e, "cudaFuncSetAttribute(shared memory)");
   const int64_t blocks = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
   if (blocks >= (int64_t{1} << 31)) return fail("hgemm_mma: too many tiles");
-  kernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, stream>>>(p);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, Tl::kSmemBytes, stream>>>(p);
   return from_cuda(cudaGetLastError(), "launching hgemm_mma");
+}
+
+// The 64-k tiling is built for 16-byte aligned rows only: other rows (K % 8 != 0) take the
+// 32-k tiling's synchronous loader.
+template <class T, bool kResidual>
+Status run_mma_config(const MatmulArgs& g, MmaConfig config, cudaStream_t stream) {
+  if (!rows_vectorizable(g)) return run_mma<T, Tiling<32>, false, kResidual>(g, stream);
+  if constexpr (!kResidual) {   // the residual epilogue runs the measured 32-k tiling only
+    if (config == MmaConfig::kBk64) return run_mma<T, Tiling<64>, true, false>(g, stream);
+  }
+  return run_mma<T, Tiling<32>, true, kResidual>(g, stream);
 }
 
 Status check_mma_args(const MatmulArgs& g) {
@@ -226,24 +311,34 @@ Status check_mma_args(const MatmulArgs& g) {
 }
 
 template <bool kResidual>
-Status dispatch_mma(DType dt, const MatmulArgs& g, cudaStream_t stream) {
+Status dispatch_mma(DType dt, const MatmulArgs& g, MmaConfig config, cudaStream_t stream) {
   Status st = check_mma_args(g);
   if (!st.ok()) return st;
-  if (dt == DType::kBFloat16) return run_mma<__nv_bfloat16, kResidual>(g, stream);
-  if (dt == DType::kFloat16) return run_mma<__half, kResidual>(g, stream);
+  if (dt == DType::kBFloat16) return run_mma_config<__nv_bfloat16, kResidual>(g, config, stream);
+  if (dt == DType::kFloat16) return run_mma_config<__half, kResidual>(g, config, stream);
   return fail("hgemm_mma takes bfloat16 or float16 inputs");
 }
 
 }  // namespace
 
-Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream) {
-  return dispatch_mma<false>(dt, args, stream);
+const char* mma_config_name(MmaConfig c) {
+  switch (c) {
+    case MmaConfig::kAuto: return "auto";
+    case MmaConfig::kBk32: return "bk32";
+    case MmaConfig::kBk64: return "bk64";
+  }
+  return "unknown";
+}
+
+// auto: bk32, the measured tiling (see the top of this file), until bk64 has been timed.
+Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream, MmaConfig config) {
+  return dispatch_mma<false>(dt, args, config, stream);
 }
 
 // linear_residual on GPUs without wgmma, or rows TMA cannot read (see linear_residual.cu).
 Status launch_hgemm_mma_residual(DType dt, const MatmulArgs& args, cudaStream_t stream) {
   if (args.residual == nullptr) return fail("linear_residual needs a residual");
-  return dispatch_mma<true>(dt, args, stream);
+  return dispatch_mma<true>(dt, args, MmaConfig::kBk32, stream);
 }
 
 }  // namespace sk::gemm

@@ -530,13 +530,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
 // ------------------------------------------------------------------------------------- host
 
-inline int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-  return sms;
-}
-
 inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // How many clusters of this kernel fit on the device at once: the persistent grid's size. Not

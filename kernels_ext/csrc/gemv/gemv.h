@@ -23,6 +23,12 @@ struct GemvArgs {
   int64_t ldx;
 };
 
+// The CUDA-core kernel (gemv.cu): any dtype, any K.
 cudaError_t launch_gemv(const GemvArgs& args, cudaStream_t stream);
+
+// The tensor-core kernel (gemv_mma.cu, sm_80 and later): bf16 / fp16 with K, lda and ldx multiples
+// of 8 and 16-byte-aligned a and x (gemv_mma_supports); cudaErrorInvalidValue otherwise.
+bool gemv_mma_supports(const GemvArgs& args);
+cudaError_t launch_gemv_mma(const GemvArgs& args, cudaStream_t stream);
 
 }  // namespace sk

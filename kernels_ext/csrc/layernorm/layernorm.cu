@@ -33,8 +33,15 @@ __device__ __forceinline__ void write_normalized(const LnArgs<typename V::T>& a,
   store_pack<T, VEC>(a.y + base + off, pack<T, VEC>(f));
 }
 
+// Warp mode: 8 blocks of 128 threads per SM (64 registers), not rows.cuh's 6. At 6 ptxas gave
+// the fp32 kernel of 1024-wide rows (8 packs per lane) 77 registers: 6 blocks per SM, so the
+// 4096 x 1024 case's 1024 blocks took 1.3 waves of 792, and torch.compile was 13% faster there
+// (results/h200/kernels_v3.json). At 64 registers it does not spill and 1056 blocks fit at once.
+template <bool kWarpPerRow>
+constexpr int kLayerNormMinBlocks = kWarpPerRow ? 8 : kRowMinBlocks<kWarpPerRow>;
+
 template <class V, int NV, bool kWarpPerRow>
-__global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWarpPerRow>) layernorm_rows(LnArgs<typename V::T> a) {
+__global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kLayerNormMinBlocks<kWarpPerRow>) layernorm_rows(LnArgs<typename V::T> a) {
   using T = typename V::T;
   constexpr int VEC = V::VEC;
   __shared__ float smem[32];

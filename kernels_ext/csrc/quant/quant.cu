@@ -20,6 +20,7 @@
 #include "../common/pack.cuh"
 #include "../common/reduce.cuh"
 #include "../common/rows.cuh"
+#include "fp8_division.cuh"
 #include "quant.h"
 
 namespace sk {
@@ -76,6 +77,55 @@ __device__ __forceinline__ void store_fp8(uint8_t* out, const float (&f)[VEC], f
   }
 }
 
+// ---------------------------------------------------------------- the division, fast
+// (fp8_division.cuh: why, and why it is exact)
+
+// The pack quantised into VEC bytes of `out` by the fast division (r = RN(1 / s), s a fast
+// scale); false, with nothing written, when a byte shows the fast path cannot vouch for it.
+template <typename T, int VEC>
+__device__ __forceinline__ bool store_fp8_fast(uint8_t* out, const Pack<T, VEC>& p, float s,
+                                               float r) {
+  static_assert(VEC % 4 == 0, "whole words of fp8 bytes");
+  constexpr int kWords = static_cast<int>(sizeof(Pack<T, VEC>) / 4);
+  const auto* pw = reinterpret_cast<const unsigned*>(p.v);
+  Pack<T, VEC> m;  // magnitudes: the sign bits cleared
+  auto* mw = reinterpret_cast<unsigned*>(m.v);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) mw[i] = pw[i] & (sizeof(T) == 2 ? 0x7fff7fffu : 0x7fffffffu);
+  float a[VEC];
+  unpack<T, VEC>(m, a);
+  unsigned words[VEC / 4];
+  unsigned odd = 0;
+#pragma unroll
+  for (int w = 0; w < VEC / 4; ++w) {
+    const float four[4] = {a[4 * w], a[4 * w + 1], a[4 * w + 2], a[4 * w + 3]};
+    const unsigned signs = sizeof(T) == 2
+                               ? fp8::sign_bytes(pw[2 * w], pw[2 * w + 1])
+                               : fp8::sign_bytes(pw[4 * w], pw[4 * w + 1], pw[4 * w + 2], pw[4 * w + 3]);
+    words[w] = fp8::e4m3x4_of_magnitudes(four, s, r, odd) | signs;
+  }
+  if (fp8::any_odd(odd)) return false;
+  if constexpr (VEC == 8) {
+    *reinterpret_cast<uint2*>(out) = make_uint2(words[0], words[1]);
+  } else {
+    static_assert(VEC == 4, "unsupported width");
+    *reinterpret_cast<unsigned*>(out) = words[0];
+  }
+  return true;
+}
+
+// A pack into VEC bytes: the fast division when it can vouch for every byte, else IEEE division.
+template <typename T, int VEC>
+__device__ __forceinline__ void quantise_pack(uint8_t* out, const Pack<T, VEC>& p, float scale,
+                                              bool fast, float r) {
+  if constexpr (VEC % 4 == 0) {
+    if (fast && store_fp8_fast<T, VEC>(out, p, scale, r)) return;  // the common case
+  }
+  float f[VEC];
+  unpack<T, VEC>(p, f);
+  store_fp8<VEC>(out, f, scale);
+}
+
 // ---------------------------------------------------------------- elementwise quantisation
 
 enum class ScaleFrom { kTensor, kAmax };
@@ -95,6 +145,8 @@ __global__ void __launch_bounds__(kThreads)
     scale = scale_from_amax(__uint_as_float(*static_cast<const unsigned*>(scale_src)));
     if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = scale;
   }
+  const bool fast = fp8::fast_scale(scale);
+  const float r = fp8::reciprocal(scale);
   const int64_t nvec = n / VEC;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x; base < nvec;
        base += static_cast<int64_t>(gridDim.x) * kTile) {
@@ -107,11 +159,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t iv = base + int64_t{u} * kThreads;
-      if (iv < nvec) {
-        float f[VEC];
-        unpack<T, VEC>(p[u], f);
-        store_fp8<VEC>(q + iv * VEC, f, scale);
-      }
+      if (iv < nvec) quantise_pack<T, VEC>(q + iv * VEC, p[u], scale, fast, r);
     }
   }
   if (blockIdx.x == 0) {  // the n % VEC tail
@@ -188,14 +236,12 @@ __global__ void __launch_bounds__(kRowMaxThreads<kWarpPerRow>, kRowMinBlocks<kWa
   float m = cache.fold(g, nvec, 0.f, [](float acc, float v) { return MaxOp::apply(acc, fabsf(v)); });
   m = g.template allreduce<MaxOp>(m, smem);
   const float scale = scale_from_amax(m);
+  const bool fast = fp8::fast_scale(scale);
+  const float r = fp8::reciprocal(scale);
   uint8_t* qr = q + g.row * cols;
 #pragma unroll
   for (int j = 0; j < NV; ++j) {
-    if (cache.valid(g, j, nvec)) {
-      float f[VEC];
-      unpack<T, VEC>(cache.p[j], f);
-      store_fp8<VEC>(qr + cache.offset(g, j), f, scale);
-    }
+    if (cache.valid(g, j, nvec)) quantise_pack<T, VEC>(qr + cache.offset(g, j), cache.p[j], scale, fast, r);
   }
   if (g.rank == 0) scales[g.row] = scale;
 }
@@ -220,11 +266,11 @@ __global__ void __launch_bounds__(kStreamThreads)
   }
   m = block_allreduce<MaxOp>(m, smem);
   const float scale = scale_from_amax(m);
+  const bool fast = fp8::fast_scale(scale);
+  const float r = fp8::reciprocal(scale);
   uint8_t* qr = q + row * cols;
   for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
-    float f[VEC];
-    unpack<T, VEC>(load_pack<T, VEC>(xr + j * VEC), f);
-    store_fp8<VEC>(qr + j * VEC, f, scale);
+    quantise_pack<T, VEC>(qr + j * VEC, load_pack<T, VEC>(xr + j * VEC), scale, fast, r);
   }
   if (threadIdx.x == 0) scales[row] = scale;
 }

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "arch.cuh"
+#include "ldg.cuh"        // l2_policy_evict_first / _last: the policies tma_load_2d_hint takes
 #include "mbarrier.cuh"
 
 namespace sk::tile {
@@ -288,24 +289,6 @@ __device__ __forceinline__ void fence_proxy_async() {
 #if SK_TILE_SM90
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
-}
-
-// L2 eviction policies for tma_load_2d_hint: operands re-read by many CTAs stay (evict_last);
-// streamed-once data goes first (evict_first).
-__device__ __forceinline__ uint64_t l2_policy_evict_last() {
-  uint64_t p = 0;
-#if SK_TILE_SM90
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-#endif
-  return p;
-}
-
-__device__ __forceinline__ uint64_t l2_policy_evict_first() {
-  uint64_t p = 0;
-#if SK_TILE_SM90
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-#endif
-  return p;
 }
 
 }  // namespace sk::tile

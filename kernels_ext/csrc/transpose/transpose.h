@@ -22,6 +22,12 @@ struct TransposeArgs {
   int64_t row_stride;
 };
 
+// The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
 cudaError_t launch_transpose(const TransposeArgs& args, cudaStream_t stream);
+
+// The in-register kernel (transpose_regs.cu): 16-byte-aligned x and y, rows, columns and strides
+// multiples of the 16-byte vector width (transpose_regs_supports); cudaErrorInvalidValue otherwise.
+bool transpose_regs_supports(const TransposeArgs& args);
+cudaError_t launch_transpose_regs(const TransposeArgs& args, cudaStream_t stream);
 
 }  // namespace sk

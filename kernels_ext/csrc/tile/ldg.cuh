@@ -1,0 +1,96 @@
+// Global loads into registers with cache hints (sm_80+), for kernels that stream an operand
+// through registers instead of shared memory (decode GEMMs, GEMVs), and the L2 eviction
+// policies those hints and TMA loads take.
+//
+//   ldg_stream_16(p, policy): 16 bytes read once: no L1 allocation (the L1 stays for the
+//     small operand every warp re-reads), the L2 line marked by `policy` (evict_first for data
+//     read exactly once), and an L2 prefetch of the enclosing 256-byte block, so DRAM sees
+//     256-byte requests even when a warp's instruction touches 64 bytes of each of 8 rows.
+//   ldg_16(p): 16 bytes through L1 (read-only path): operands many warps of an SM re-read.
+//   *_if(..., pred): the same, predicated inside the asm: zeros and no access when !pred.
+// Both need 16-byte aligned addresses. On targets below sm_80 they compile to __trap().
+#pragma once
+
+#include <vector_types.h>
+
+#include <cstdint>
+
+namespace sk::tile {
+
+// L2 eviction policies (createpolicy, sm_80+): operands re-read by many CTAs stay
+// (evict_last); streamed-once data goes first (evict_first).
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+#endif
+  return p;
+}
+
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+  return p;
+}
+
+__device__ __forceinline__ uint4 ldg_stream_16(const void* p, uint64_t policy) {
+  uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+#else
+  __trap();
+#endif
+  return v;
+}
+
+// As ldg_stream_16, reading nothing and returning zeros when !pred (the load is predicated
+// inside the asm, so callers in unrolled loops get no branches).
+__device__ __forceinline__ uint4 ldg_stream_16_if(const void* p, uint64_t policy, bool pred) {
+  uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.b32 q, %6, 0;\n"
+      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+      "@q ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy), "r"(static_cast<int>(pred)));
+#else
+  __trap();
+#endif
+  return v;
+}
+
+// As ldg_16, zeros when !pred.
+__device__ __forceinline__ uint4 ldg_16_if(const void* p, bool pred) {
+  uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"
+      "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+      "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred)));
+#else
+  __trap();
+#endif
+  return v;
+}
+
+__device__ __forceinline__ uint4 ldg_16(const void* p) {
+  uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+#else
+  __trap();
+#endif
+  return v;
+}
+
+}  // namespace sk::tile
