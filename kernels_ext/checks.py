@@ -517,7 +517,7 @@ def cpp_check(step: Step) -> str:
     if isinstance(step, Bind):
         return step.cpp
     assert step.cpp is not None
-    macro = "TORCH_CHECK_TYPE" if step.error is TypeError else "TORCH_CHECK_VALUE"
+    macro = "SK_CHECK_TYPE" if step.error is TypeError else "SK_CHECK_VALUE"
     parts = ", ".join(_cpp_str(p) if isinstance(p, str) else p.cpp for p in step.message)
     stmt = f"{macro}({step.cpp}, \"{NAMESPACE}::\", kOp, \": \", {parts});"
     if step.when is not None:

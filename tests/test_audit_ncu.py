@@ -213,7 +213,11 @@ def test_a_profile_past_its_time_is_interrupted_not_left_running(tmp_path):
     import time
 
     t0 = time.monotonic()
-    p = ncu.run_profile([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
+    # The child takes SIGINT as ncu does, also when this test runs in a background job (which starts
+    # its processes with SIGINT ignored).
+    child = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+             "print('started', flush=True); time.sleep(60)")
+    p = ncu.run_profile([sys.executable, "-c", child],
                         tmp_path / "log", timeout_s=1.0)
     assert p.returncode is None and "interrupted after 1 s" in p.log and "started" in p.log
     assert time.monotonic() - t0 < 20

@@ -167,7 +167,8 @@ def test_bad_inputs_name_the_problem():
     with pytest.raises(TypeError, match="k has dtype float16 but q has bfloat16"):
         kernels_ext.attention(q, q.half(), q)
     with pytest.raises(ValueError, match="q must be contiguous"):
-        kernels_ext.attention(q.transpose(2, 3), q, q)
+        # the right shape in a [B, S, H, D] layout: only the strides are wrong
+        kernels_ext.attention(q.transpose(1, 2).contiguous().transpose(1, 2), q, q)
     with pytest.raises(ValueError, match="scale must be a finite number > 0"):
         kernels_ext.attention(q, q, q, scale=-1.0)
     with pytest.raises(ValueError, match="decode needs a query length SQ of 1 to 16"):

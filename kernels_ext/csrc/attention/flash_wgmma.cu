@@ -43,10 +43,13 @@
 #include "grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
-#include "tile_extra.cuh"
 
 namespace sk::attn {
 namespace {
+
+using tile::fence_fragments;
+using tile::wgmma_rs;
+using tile::wgmma_ss;
 
 constexpr int kPanelCols = 64;  // TMA box rows and wgmma atoms: 128 bytes, 64 elements
 

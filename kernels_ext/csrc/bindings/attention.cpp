@@ -31,19 +31,20 @@ bool device_is_sm90(const at::Tensor& t) {
   return major == 9 && minor == 0;
 }
 
-// decode for short queries; on Hopper the wgmma kernel (the grid launch: the first H200 run
-// measured it at 0.97-1.03x cuDNN; the persistent launch is a separate, not yet measured
-// variant); the mma.sync kernel elsewhere.
+// decode for short queries; on Hopper the persistent wgmma launch; the mma.sync kernel elsewhere.
+// Why persistent: in an H200 run of `solbench run --ops attention` on 2026-12-01 it led the grid
+// launch by 1-5% at every prefill case (head dim 64 and 128, causal or not). That run's results
+// file was lost before it was committed (docs/PERF.md), so the choice awaits a committed re-run.
 Variant choose(const at::Tensor& q) {
   if (q.size(2) >= 1 && q.size(2) <= kMaxDecodeQuery) return Variant::kDecode;
-  return device_is_sm90(q) ? Variant::kWgmma : Variant::kMma;
+  return device_is_sm90(q) ? Variant::kWgmmaPersistent : Variant::kMma;
 }
 
 AttentionStrides strides_of(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
 float softmax_scale(std::optional<double> scale, int64_t head_dim, const char* op) {
   const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
-  TORCH_CHECK_VALUE(std::isfinite(s) && s > 0.0, "solbench_kernels::", op,
+  SK_CHECK_VALUE(std::isfinite(s) && s > 0.0, "solbench_kernels::", op,
                     ": scale must be a finite number > 0, got ", s);
   return static_cast<float>(s);
 }
@@ -52,9 +53,9 @@ void raise_on_error(const AttentionResult& r, const char* op) {
   if (r.ok()) return;
   if (r.status == AttentionStatus::kCudaError) sk::bind::check_launch(r.cuda, op);
   if (r.status == AttentionStatus::kNeedsSm90) {
-    TORCH_CHECK(false, "solbench_kernels::", op, ": ", attention_status_message(r.status));
+    SK_CHECK(false, "solbench_kernels::", op, ": ", attention_status_message(r.status));
   }
-  TORCH_CHECK_VALUE(false, "solbench_kernels::", op, ": ", attention_status_message(r.status));
+  SK_CHECK_VALUE(false, "solbench_kernels::", op, ": ", attention_status_message(r.status));
 }
 
 std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at::Tensor& q,
@@ -95,7 +96,7 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
       r = launch_flash_wgmma_persistent(p, stream);
       break;
     case Variant::kDecode: {
-      TORCH_CHECK_VALUE(p.seq_q >= 1 && p.seq_q <= kMaxDecodeQuery, "solbench_kernels::", op,
+      SK_CHECK_VALUE(p.seq_q >= 1 && p.seq_q <= kMaxDecodeQuery, "solbench_kernels::", op,
                         ": decode needs a query length SQ of 1 to 16, got ", p.seq_q);
       const size_t bytes = attention_decode_workspace_bytes(p);
       at::Tensor workspace =
@@ -116,7 +117,7 @@ Variant variant_of(c10::string_view name) {
   if (name == "wgmma") return Variant::kWgmma;
   if (name == "wgmma_persistent") return Variant::kWgmmaPersistent;
   if (name == "decode") return Variant::kDecode;
-  TORCH_CHECK_VALUE(name == "auto",
+  SK_CHECK_VALUE(name == "auto",
                     "solbench_kernels::attention_lse: variant must be one of "
                     "'auto', 'mma', 'wgmma', 'wgmma_persistent', 'decode'; got '",
                     std::string(name), "'");

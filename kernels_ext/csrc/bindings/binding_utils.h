@@ -14,6 +14,7 @@
 #include <initializer_list>
 
 #include "../common/dtype.h"
+#include "message.h"
 
 namespace sk::bind {
 
@@ -47,7 +48,7 @@ inline DType dtype_of(const at::Tensor& t, const char* op, const char* name) {
     case at::kBFloat16: return DType::kBFloat16;
     case at::kHalf: return DType::kFloat16;
     default:
-      TORCH_CHECK_TYPE(false, "solbench_kernels::", op, ": ", name, " has dtype ", dtype_name(t),
+      SK_CHECK_TYPE(false, "solbench_kernels::", op, ": ", name, " has dtype ", dtype_name(t),
                        "; supported: float32, bfloat16, float16");
   }
   return DType::kFloat32;  // unreachable
@@ -73,14 +74,14 @@ inline void check_launch(cudaError_t err, const char* op) {
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    TORCH_CHECK(false, "solbench_kernels::", op, ": ", cudaGetErrorString(err),
+    SK_CHECK(false, "solbench_kernels::", op, ": ", cudaGetErrorString(err),
                 " (no kernel image is available for execution on the device): this library was "
                 "compiled for other GPU architectures than this device's sm_",
                 major, minor, ". Set TORCH_CUDA_ARCH_LIST (e.g. '", major, ".", minor,
                 major == 9 && minor == 0 ? "a" : "",
                 "') and rebuild (kernels_ext.build() or python -m kernels_ext.build).");
   }
-  TORCH_CHECK(false, "solbench_kernels::", op, ": CUDA error: ", cudaGetErrorString(err));
+  SK_CHECK(false, "solbench_kernels::", op, ": CUDA error: ", cudaGetErrorString(err));
 }
 
 }  // namespace sk::bind

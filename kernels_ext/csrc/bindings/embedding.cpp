@@ -20,7 +20,7 @@
 namespace sk::impl {
 
 at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool check) {
-  TORCH_CHECK_VALUE(table.stride(1) == 1 || table.size(1) <= 1,
+  SK_CHECK_VALUE(table.stride(1) == 1 || table.size(1) <= 1,
                     "solbench_kernels::embedding: table rows must be contiguous (stride ", table.stride(1), ")");
   std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
   shape.push_back(table.size(1));
@@ -44,7 +44,7 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool ch
     if (last_bad != 0) {
       const int64_t pos = last_bad - 1;
       const int64_t value = indices.reshape({-1})[pos].item<int64_t>();
-      TORCH_CHECK_INDEX(false, "solbench_kernels::embedding: ", host.data_ptr<int64_t>()[1], " of ",
+      SK_CHECK_INDEX(false, "solbench_kernels::embedding: ", host.data_ptr<int64_t>()[1], " of ",
                         indices.numel(), " indices are out of range for a table of ", table.size(0),
                         " rows, e.g. indices.flatten()[", pos, "] = ", value);
     }

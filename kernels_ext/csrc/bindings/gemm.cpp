@@ -14,6 +14,7 @@
 #include <string>
 
 #include "../gemm/gemm.h"
+#include "message.h"
 
 namespace sk::impl {
 namespace {
@@ -33,12 +34,12 @@ DType half_dtype(const at::Tensor& t) {
 void raise_if_failed(const Status& st, const char* op) {
   if (st.ok()) return;
   if (st.code == cudaErrorInvalidValue) {
-    TORCH_CHECK_VALUE(false, "solbench_kernels::", op, ": ", st.message);
+    SK_CHECK_VALUE(false, "solbench_kernels::", op, ": ", st.message);
   }
   if (st.code == cudaErrorNotSupported) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "solbench_kernels::", op, ": ", st.message);
+    SK_CHECK_NOT_IMPLEMENTED(false, "solbench_kernels::", op, ": ", st.message);
   }
-  TORCH_CHECK(false, "solbench_kernels::", op, ": ", st.message);
+  SK_CHECK(false, "solbench_kernels::", op, ": ", st.message);
 }
 
 MatmulArgs matmul_args(const at::Tensor& a, const at::Tensor& w, at::Tensor& c,
@@ -84,7 +85,7 @@ Config parse_config(const char* op, c10::string_view name, int count,
     const auto c = static_cast<Config>(i);
     if (name == name_of(c)) return c;
   }
-  TORCH_CHECK(false, "solbench_kernels::", op, ": unknown configuration ", std::string(name));
+  SK_CHECK(false, "solbench_kernels::", op, ": unknown configuration ", std::string(name));
   return static_cast<Config>(0);
 }
 
@@ -118,12 +119,14 @@ at::Tensor gemm_wgmma(const at::Tensor& a, const at::Tensor& w, c10::string_view
 }
 
 at::Tensor gemm_fp8(const at::Tensor& a, const at::Tensor& w, const std::optional<at::Tensor>& scale_a,
-                    const std::optional<at::Tensor>& scale_b) {
+                    const std::optional<at::Tensor>& scale_b, c10::string_view config) {
+  gemm::WgmmaOptions opt;
+  opt.config = parse_config("gemm_fp8", config, gemm::kNumWgmmaConfigs, gemm::wgmma_config_name);
   // A missing scale is 1 (the kernel reads none).
   const float* sa = scale_a ? scale_a->data_ptr<float>() : nullptr;
   const float* sb = scale_b ? scale_b->data_ptr<float>() : nullptr;
   return run("gemm_fp8", a, w, at::kBFloat16, [&](const MatmulArgs& g) {
-    return gemm::launch_gemm_fp8(g, sa, sb, gemm::WgmmaOptions{}, stream());
+    return gemm::launch_gemm_fp8(g, sa, sb, opt, stream());
   });
 }
 

@@ -10,7 +10,7 @@
 namespace sk::impl {
 
 at::Tensor gemv(const at::Tensor& a, const at::Tensor& x, c10::string_view variant) {
-  TORCH_CHECK_VALUE(a.stride(1) == 1 || a.size(1) <= 1, "solbench_kernels::gemv: rows of a must be contiguous (stride ",
+  SK_CHECK_VALUE(a.stride(1) == 1 || a.size(1) <= 1, "solbench_kernels::gemv: rows of a must be contiguous (stride ",
                     a.stride(1), ")");
   const bool vector = x.dim() == 1;
   const int64_t batch = vector ? 1 : x.size(0);

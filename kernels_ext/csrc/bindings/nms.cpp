@@ -24,7 +24,7 @@ at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_thr
   const at::Tensor mask = at::empty({n * nms_words(n)}, longs);
   at::Tensor keep = at::empty({n}, longs);
   const at::Tensor count = at::empty({1}, longs);
-  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(boxes.data_ptr()) % 16 == 0,
+  SK_CHECK_VALUE(reinterpret_cast<uintptr_t>(boxes.data_ptr()) % 16 == 0,
                     "solbench_kernels::nms: boxes must be 16-byte aligned (a fresh tensor is)");
   const NmsArgs a{boxes.data_ptr<float>(),
                   order.data_ptr<int64_t>(),

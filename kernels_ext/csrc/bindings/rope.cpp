@@ -15,7 +15,7 @@ namespace sk::impl {
 namespace {
 
 void check_rows(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK_VALUE(t.stride(-1) == 1 || t.size(-1) <= 1, "solbench_kernels::", op, ": ", name,
+  SK_CHECK_VALUE(t.stride(-1) == 1 || t.size(-1) <= 1, "solbench_kernels::", op, ": ", name,
                     " must be contiguous in its last dim (stride ", t.stride(-1), ")");
 }
 
@@ -25,7 +25,7 @@ void run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos_sin, co
   check_rows(k, op, "k");
   check_rows(cos_sin, op, "cos_sin");
   if (q.numel() == 0 && k.numel() == 0) return;
-  TORCH_CHECK_VALUE(q.size(1) + k.size(1) < (int64_t{1} << 24), "solbench_kernels::", op,
+  SK_CHECK_VALUE(q.size(1) + k.size(1) < (int64_t{1} << 24), "solbench_kernels::", op,
                     ": too many heads (", q.size(1), " + ", k.size(1), ")");
   RopeArgs a{};
   a.dtype = sk::bind::dtype_of(q, op, "q");

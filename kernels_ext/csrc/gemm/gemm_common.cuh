@@ -1,5 +1,5 @@
 // Small pieces shared by the CUDA-core and mma.sync GEMM kernels (sgemm_fp32, hgemm_mma):
-// 4-byte cp.async with zero-fill, the grouped tile order for 2-D grids, and 16-bit <-> float.
+// the 4-byte cp.async (from tile/), the grouped tile order for 2-D grids, and 16-bit <-> float.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,25 +8,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../tile/cp_async.cuh"
+
 namespace sk::gemm {
 
-// 4 bytes global -> shared through L1 (.ca: the only form for sizes under 16), zero-filled when
-// !valid. tile/cp_async.cuh has the 16-byte form.
-__device__ __forceinline__ void cp_async_4(uint32_t smem, const void* gmem, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem),
-               "r"(src_bytes)
-               : "memory");
-#endif
-}
-
-// The same copy for a source known to be in bounds (no zero-fill operand, no predicate).
-__device__ __forceinline__ void cp_async_4_always(uint32_t smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem) : "memory");
-#endif
-}
+// The 4-byte cp.async forms live with the 16-byte one in tile/cp_async.cuh.
+using tile::cp_async_4;
+using tile::cp_async_4_always;
 
 // Block b of a grid of tiles_m x tiles_n tiles, in groups of `group` tile rows swept column by
 // column: consecutive blocks share A and W panels, so the blocks in flight hit in L2.

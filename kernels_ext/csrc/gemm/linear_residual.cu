@@ -25,8 +25,9 @@ Status launch_linear_residual(DType dt, const MatmulArgs& args, const WgmmaOptio
     if (!tma_epilogue_ok(args)) {
       c = WgmmaConfig::kDirectStore;
     } else if (tiles_m * ceil_div64(args.n, 256) >= sm_count()) {
-      // As hgemm_wgmma's choice (pick_wgmma_config, from the same sweep): unpaired CTAs for
-      // K <= 4096, 2-CTA clusters for longer K. The residual variant has 3 stages only.
+      // Unpaired CTAs for K <= 4096, 2-CTA clusters for longer K (3 stages only: the residual
+      // tile shares the staging). Unlike hgemm_wgmma's unpaired pick, this one holds up inside a
+      // full run: 747-753 TFLOP/s at K = 4096, 1.08-1.12x the unfused pair (results/h200/issue13/gemm.json).
       c = tiles_m >= 2 && args.k > 4096 ? WgmmaConfig::k128x256_s3_c2 : WgmmaConfig::k128x256_s3_c1;
     } else {
       c = WgmmaConfig::k128x128_s6_c1;

@@ -30,6 +30,24 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem
 #endif
 }
 
+// 4 bytes global -> shared through L1 (.ca: the only form for sizes under 16), zero-filled when
+// !valid. (The 16-byte form is above.)
+__device__ __forceinline__ void cp_async_4(uint32_t smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+#endif
+}
+
+// The same copy for a source known to be in bounds (no zero-fill operand, no predicate).
+__device__ __forceinline__ void cp_async_4_always(uint32_t smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");

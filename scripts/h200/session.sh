@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One device call running several H200 stages in order, each under its own time limit, each
+# stage's files packed into $OUT/<stage>.tgz (the device returns at most 8 files) and one line per
+# stage in $OUT/session.txt. From the repo root:
+#   bash scripts/h200/session.sh setup probe configs tests gate        (stages in the order given)
+# Stages:
+#   setup    pip install -e ., solbench build (SOLBENCH_KERNELS_CACHE=.kcache: a warm machine reuses it)
+#   probe    every bad input of the compiled ops, each in its own process (scripts/dev/bad_input_probe.py)
+#   configs  every wgmma tile configuration timed three ways (scripts/tune/gemm_configs.py)
+#   tests    every kernel GPU test (pytest-xdist: a crashing test costs its worker, not the run)
+#   harness  the GPU tests of the measure package and the traps
+#   fp8      solbench run of the FP8 quantisation specs with their compiled peers
+#   gemm     solbench run --ops gemm,gemm_decode,linear_residual, every impl (GEMM_RESUME=FILE reuses records)
+#   compiled the gemm torch.compile max-autotune baseline alone (bf16, the five cases)
+#   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
+#   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
+#   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl)
+#   audit    scripts/h200/audit.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1 COLUMNS=200 SOLBENCH_KERNELS_CACHE=$PWD/.kcache
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+S=/tmp/session; mkdir -p "$S"
+SECONDS=0
+note() { echo "[$SECONDS s] $*" | tee -a "$OUT/session.txt"; }
+RUNS=/tmp/runs
+KERNEL_TESTS="tests/gpu/test_kernels.py tests/gpu/test_gemm.py tests/gpu/test_attention.py tests/gpu/test_families.py"
+
+stage() {  # stage NAME: runs in $S/NAME with OUT pointing there
+  local name=$1 d=$S/$1 t0=$SECONDS rc
+  mkdir -p "$d"
+  ( export OUT=$d; "stage_$name" ) > "$d/$name.log" 2>&1
+  rc=$?
+  note "$name rc=$rc in $((SECONDS - t0)) s: $(grep -E 'passed|failed|SUMMARY|summary|ok$' "$d/$name.log" | tail -1 | cut -c1-150)"
+  tar -czf "$OUT/$name.tgz" -C "$S" "$name"
+}
+
+stage_setup() {
+  { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.limit --format=csv
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+    nvcc --version | tail -2; date -u; } > "$OUT/env.txt" 2>&1
+  python3 -m pip install -q --no-deps --no-build-isolation -e . || return 1
+  gcc -shared -fPIC -o /tmp/segv.so scripts/dev/segv_trace.c
+  time timeout 300 solbench build
+}
+stage_probe() { LD_PRELOAD=/tmp/segv.so timeout 200 python3 scripts/dev/bad_input_probe.py; }
+stage_configs() { timeout 200 python3 scripts/tune/gemm_configs.py --json "$OUT/gemm_configs.json"; }
+stage_tests() {
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 $KERNEL_TESTS --junitxml "$OUT/kernel_tests.xml" \
+    -o junit_family=xunit1 -rfE 2>&1 | tail -60
+}
+stage_harness() {
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_measure_gpu.py tests/gpu/test_traps_gpu.py \
+    --junitxml "$OUT/harness_tests.xml" -rfE 2>&1 | tail -30
+}
+stage_fp8() {
+  timeout 200 solbench run --ops fp8_quant,fp8_quant_dynamic,fp8_quant_rows,fp8_dequant --dtypes bfloat16 \
+    --impls eager,compiled,cuda --budget 0.2 --json "$OUT/fp8.json" --out $RUNS
+}
+stage_gemm() {  # GEMM_RESUME=FILE: reuse its records (the compiled stage's, from an earlier call)
+  local resume=()
+  [ -n "${GEMM_RESUME:-}" ] && [ -f "$GEMM_RESUME" ] && resume=(--resume "$GEMM_RESUME")
+  timeout 330 solbench run --ops gemm,gemm_decode,linear_residual --dtypes float32,bfloat16,float8_e4m3fn \
+    --impls eager,compiled,sgemm_fp32,sgemm_fp32_bk32,hgemm_mma,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto,decode_wgmma,decode_mma,unfused,addmm,fused \
+    --budget "${GEMM_BUDGET:-0.4}" --timeout 200 "${resume[@]}" --json "$OUT/gemm.json" --out $RUNS
+  python3 scripts/h200/gemm_summary.py "$OUT/gemm.json"
+}
+stage_compiled() {  # the torch.compile max-autotune baseline alone (Inductor's template search: ~2.5 min)
+  timeout 280 solbench run --ops gemm --dtypes bfloat16 --impls compiled --budget "${GEMM_BUDGET:-0.4}" --timeout 200 \
+    --json "$OUT/gemm_compiled.json" --out $RUNS
+}
+stage_attention() {
+  timeout 300 solbench run --ops attention,attention_decode --dtypes bfloat16 \
+    --impls default,cudnn,flash,efficient,flash_wgmma,flash_wgmma_persistent,flash_mma,auto,decode \
+    --budget "${ATTN_BUDGET:-0.4}" --timeout 150 --json "$OUT/attention.json" --out $RUNS
+  python3 scripts/h200/attention_summary.py "$OUT/attention.json"
+}
+stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; then the gemm op's own
+  # wgmma impls at 4096^3 right after hgemm_mma_bk64 (as the full run orders them), and with --timer cupti
+  timeout 200 solbench run --specs scripts/tune/specs --ops gemm_configs --budget 0.3 --json "$OUT/gemm_configs.json" --out $RUNS
+  timeout 90 solbench run --ops gemm --dtypes bfloat16,float8_e4m3fn --shape M=4096,N=4096,K=4096 \
+    --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --json "$OUT/gemm_order.json" --out $RUNS
+  timeout 90 solbench run --ops gemm --dtypes bfloat16,float8_e4m3fn --shape M=4096,N=4096,K=4096 \
+    --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
+}
+stage_gate() { GATE_LIMIT_S=${GATE_LIMIT_S:-320} GATE_INSTALL=0 bash scripts/h200/gate.sh; }
+stage_serve() { bash scripts/h200/serve.sh; }
+stage_audit() { bash scripts/h200/audit.sh; }
+
+for s in "$@"; do
+  declare -F "stage_$s" > /dev/null || { note "unknown stage $s"; continue; }
+  stage "$s"
+done
+note "done"
+cat "$OUT/session.txt"
