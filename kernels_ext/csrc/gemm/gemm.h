@@ -57,6 +57,15 @@ struct MatmulArgs {
   int64_t lda = 0, ldw = 0, ldc = 0, ldr = 0;
 };
 
+// Every launcher's first check: M, N and K are positive and fit the kernels' int indexing.
+inline Status check_sizes(const MatmulArgs& g) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return fail("M, N and K must be positive");
+  if (g.m >= (int64_t{1} << 31) || g.n >= (int64_t{1} << 31) || g.k >= (int64_t{1} << 31)) {
+    return fail("M, N and K must be below 2^31");
+  }
+  return ok();
+}
+
 // Named tile configurations of the wgmma kernels: BM x BN tile, pipeline stages, CTAs per cluster
 // (2: the pair shares W's tile through TMA multicast). kAuto picks by shape and device.
 enum class WgmmaConfig : int {

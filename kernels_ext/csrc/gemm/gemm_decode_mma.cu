@@ -213,10 +213,7 @@ Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream) {
 }  // namespace
 
 Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream) {
-  if (args.m <= 0 || args.n <= 0 || args.k <= 0) return fail("M, N and K must be positive");
-  if (args.n >= (int64_t{1} << 31) || args.k >= (int64_t{1} << 31)) {
-    return fail("N and K must be below 2^31");
-  }
+  if (Status st = check_sizes(args); !st.ok()) return st;
   if (args.m > kDecodeMmaMaxM) {
     return fail("gemm_decode_mma handles M <= " + std::to_string(kDecodeMmaMaxM) + " (got M = " +
                 std::to_string(args.m) + ")");

@@ -298,10 +298,7 @@ Status run_mma_config(const MatmulArgs& g, MmaConfig config, cudaStream_t stream
 }
 
 Status check_mma_args(const MatmulArgs& g) {
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return fail("M, N and K must be positive");
-  if (g.m >= (int64_t{1} << 31) || g.n >= (int64_t{1} << 31) || g.k >= (int64_t{1} << 31)) {
-    return fail("M, N and K must be below 2^31");
-  }
+  if (Status st = check_sizes(g); !st.ok()) return st;
   const int cc = device_capability();
   if (cc != 0 && cc < 80) {
     return fail("hgemm_mma needs compute capability 8.0 or later (mma.sync bf16, cp.async)",

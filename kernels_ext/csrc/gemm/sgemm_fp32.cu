@@ -247,10 +247,7 @@ const char* sgemm_config_name(SgemmConfig c) {
 }
 
 Status launch_sgemm(const MatmulArgs& g, cudaStream_t stream, SgemmConfig config) {
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return fail("M, N and K must be positive");
-  if (g.m >= (int64_t{1} << 31) || g.n >= (int64_t{1} << 31) || g.k >= (int64_t{1} << 31)) {
-    return fail("M, N and K must be below 2^31");
-  }
+  if (Status st = check_sizes(g); !st.ok()) return st;
   const int cc = device_capability();
   if (cc != 0 && cc < 80) {
     return fail("sgemm_fp32 streams tiles with cp.async: compute capability 8.0 or later",

@@ -564,10 +564,7 @@ int resident_clusters(Kernel kernel, const cudaLaunchConfig_t* cfg, int cluster)
 // 16-byte row-pitch rule (named in the message so the caller can say what to change).
 inline Status check_wgmma_args(const MatmulArgs& g, int in_bytes, bool needs_c_map,
                                bool needs_r_map) {
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return fail("M, N and K must be positive");
-  if (g.m >= (int64_t{1} << 31) || g.n >= (int64_t{1} << 31) || g.k >= (int64_t{1} << 31)) {
-    return fail("M, N and K must be below 2^31");
-  }
+  if (Status st = check_sizes(g); !st.ok()) return st;
   if ((g.lda * in_bytes) % 16 != 0 || (g.ldw * in_bytes) % 16 != 0) {
     return fail("TMA needs 16-byte aligned rows: K * element size (" + std::to_string(in_bytes) +
                 " bytes) must be a multiple of 16, i.e. K % " + std::to_string(16 / in_bytes) +
