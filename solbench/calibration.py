@@ -10,7 +10,6 @@ it with a datasheet. Units and keys follow `peaks.Peaks`: bytes/s and FLOP/s, `s
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -22,7 +21,7 @@ from solbench.hardware import DeviceInfo
 
 if TYPE_CHECKING:  # peaks.py reads calibrations: importing it here would be a circle
     from solbench.peaks import Peaks
-from solbench.jsonio import write_json_atomic
+from solbench.jsonio import read_versioned, write_json_atomic
 
 SCHEMA = "solbench.calibration/1"
 DEFAULT_DIR = Path("results") / "calibration"
@@ -105,16 +104,8 @@ def load_calibration(fingerprint_or_path: str | Path, folder: Path = DEFAULT_DIR
     path = given if given.suffix == ".json" or given.is_file() else calibration_path(str(fingerprint_or_path), folder)
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read calibration: {exc}", file=path) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise UserError(f"expected schema '{SCHEMA}', got {got!r}", file=path, field="schema")
-    for key in ("device", "memory_bandwidth", "simt", "tensor"):
-        if key not in data:
-            raise UserError("missing required field", file=path, field=key)
+    data = read_versioned(path, SCHEMA, "calibration file", ("device", "memory_bandwidth", "simt", "tensor"),
+                          unreadable="cannot read calibration")
     bw = data["memory_bandwidth"]
     if not isinstance(bw, (int, float)) or bw <= 0:
         raise UserError(f"expected a positive number, got {bw!r}", file=path, field="memory_bandwidth")

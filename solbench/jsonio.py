@@ -51,3 +51,26 @@ def write_json_atomic(path: Path | str, data: Any) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def read_versioned(path: Path | str, schema: str, what: str, required: tuple[str, ...] = (),
+                   unreadable: str | None = None) -> dict[str, Any]:
+    """A JSON file of a given `schema` with its `required` top-level fields; anything else is a
+    UserError naming the file and field (`what` names the kind of file in the messages,
+    `unreadable` replaces the message for a file that is not JSON)."""
+    from solbench.errors import UserError
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{what} not found", file=path) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{unreadable or 'cannot read the ' + what}: {exc}", file=path) from None
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise UserError(f"expected schema '{schema}', got {got!r}", file=path, field="schema")
+    for key in required:
+        if key not in data:
+            raise UserError("missing required field", file=path, field=key)
+    return data

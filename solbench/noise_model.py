@@ -20,13 +20,13 @@ every record says which (`time_s.run_to_run_source`). No torch and no device her
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from solbench.errors import UserError
+from solbench.jsonio import read_versioned
 
 if TYPE_CHECKING:  # the measure package imports this module: keep its imports to the model itself
     from solbench.hardware import DeviceInfo
@@ -238,15 +238,7 @@ def write_noise(cal: NoiseCalibration, folder: Path | None = None) -> Path:
 def load_noise_file(path: Path) -> RunToRunModel:
     """The model stored in a noise file; every problem is a UserError naming the file and field."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError("noise model file not found", file=path) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read the noise model: {exc}", file=path) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise UserError(f"expected schema '{SCHEMA}', got {got!r}", file=path, field="schema")
+    data = read_versioned(path, SCHEMA, "noise model file")
     model = data.get("model")
     if not isinstance(model, dict):
         raise UserError("missing required field", file=path, field="model")

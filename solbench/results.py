@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any, Iterable
 
 from solbench import __version__
 from solbench.errors import UserError
-from solbench.jsonio import write_json_atomic
+from solbench.jsonio import read_versioned, write_json_atomic
 
 RESULTS_SCHEMA = "solbench.results/1"
 STATUSES = ("ok", "failed", "invalid", "error", "skipped")
@@ -174,18 +173,8 @@ def load_run(path: Path) -> Run:
 def load_run_json(path: Path) -> dict[str, Any]:
     """The checked JSON of a results file (what load_run builds its Run from)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError("results file not found", file=path) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"not a readable JSON results file: {exc}", file=path) from None
-    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise UserError(f"expected schema '{RESULTS_SCHEMA}', found {found!r}", file=path, field="schema")
-    for key in ("env", "peaks", "records"):
-        if key not in data:
-            raise UserError("missing required field", file=path, field=key)
+    data = read_versioned(path, RESULTS_SCHEMA, "results file", ("env", "peaks", "records"),
+                          unreadable="not a readable JSON results file")
     for i, rec in enumerate(data["records"]):
         for key in ("op", "case", "dtype", "impl", "status"):
             if key not in rec:
