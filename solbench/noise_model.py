@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from solbench.errors import UserError
-from solbench.jsonio import read_versioned
 
 if TYPE_CHECKING:  # the measure package imports this module: keep its imports to the model itself
     from solbench.hardware import DeviceInfo
@@ -237,6 +236,8 @@ def write_noise(cal: NoiseCalibration, folder: Path | None = None) -> Path:
 
 def load_noise_file(path: Path) -> RunToRunModel:
     """The model stored in a noise file; every problem is a UserError naming the file and field."""
+    from solbench.jsonio import read_versioned  # here: the measure package imports this module
+
     path = Path(path)
     data = read_versioned(path, SCHEMA, "noise model file")
     model = data.get("model")
