@@ -13,6 +13,7 @@
 #   gemm     solbench run --ops gemm,gemm_decode,linear_residual, every impl (GEMM_RESUME=FILE reuses records)
 #   compiled the gemm torch.compile max-autotune baseline alone (bf16, the five cases)
 #   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
+#   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl)
 #   audit    scripts/h200/audit.sh
@@ -73,6 +74,11 @@ stage_attention() {
     --impls default,cudnn,flash,efficient,flash_wgmma,flash_wgmma_persistent,flash_mma,auto,decode \
     --budget "${ATTN_BUDGET:-0.4}" --timeout 150 --json "$OUT/attention.json" --out $RUNS
   python3 scripts/h200/attention_summary.py "$OUT/attention.json"
+}
+stage_flex() {  # the torch.compile'd flex_attention baseline beside cuDNN (each shape compiles first: 10-30 s)
+  timeout 330 solbench run --ops attention,attention_decode --dtypes bfloat16 --impls cudnn,flex \
+    --budget "${ATTN_BUDGET:-0.3}" --timeout 90 --json "$OUT/attention_flex.json" --out $RUNS
+  python3 scripts/h200/attention_summary.py "$OUT/attention_flex.json"
 }
 stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; then the gemm op's own
   # wgmma impls at 4096^3 right after hgemm_mma_bk64 (as the full run orders them), and with --timer cupti
