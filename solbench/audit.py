@@ -210,9 +210,11 @@ def judge_flops(f: Finding, others: list[Finding]) -> Verdict:
         return Verdict("n/a", "no counters")
     if f.bound != "compute":
         return Verdict("not-judged", "memory-bound: the FLOP formula is not scored (add/mul/fma counters miss "
-                                     "exp, max, compares)")
+                                     "exp, max, compares), so only the byte metrics are collected")
     if f.spec_flops <= 0:
         return Verdict("n/a", "the spec counts no FLOPs")
+    if f.counters.flops is None:
+        return Verdict("n/a", "the FLOP metrics were not collected for this call")
     r = f.counters.flops / f.spec_flops
     if abs(r - 1) <= TOLERANCE:
         return Verdict("ok")
@@ -221,7 +223,7 @@ def judge_flops(f: Finding, others: list[Finding]) -> Verdict:
     if best is not None and best[0] <= TOLERANCE:
         return Verdict("impl", f"executes {r:.2f}x the spec's FLOPs where '{best[1]}' executes {best[2]:.2f}x "
                                f"(recomputation, masked blocks computed anyway, padding)")
-    if f.compute_unit == "tensor" and f.counters.flops_tensor == 0:
+    if f.compute_unit == "tensor" and not f.counters.flops_tensor:
         return Verdict("counter", "no tensor-core FLOPs counted: the implementation ran on CUDA cores, or this "
                                   "chip's ncu has no tensor-op metric for its path (see the session's metrics)")
     hint = {2: "the formula counts half the work: multiply-adds counted once (MACs, not FLOPs), or the "
@@ -329,8 +331,9 @@ def run(config: AuditConfig, specs: dict[str, OpSpec], command: str = "",
             for impl in calls:
                 f = finding_for(len(findings), p.spec, case, impl, prepared.peaks)
                 findings.append(f)
+                # FLOPs are judged for compute-bound cases only: the others skip ncu's costly FLOP passes.
                 sites.append(counting.CallSite(f.index, SpecSource.of(p.spec), p.spec.op, dict(case.params),
-                                               case.dtype, impl))
+                                               case.dtype, impl, count_flops=f.bound == "compute"))
     counted, session = counting.count_calls(sites, ncu, prepared.probe.device, config.seed, config.timeout_s,
                                             config.reports_dir, on_note)
     for f in findings:
@@ -343,8 +346,8 @@ def run(config: AuditConfig, specs: dict[str, OpSpec], command: str = "",
                  pipeline.environment(prepared.info), cfg, command)
 
 
-def _ratio(measured: float, spec: float) -> float | None:
-    return measured / spec if spec else None
+def _ratio(measured: float | None, spec: float) -> float | None:
+    return measured / spec if spec and measured is not None else None
 
 
 def _mib(n: float) -> str:

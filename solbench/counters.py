@@ -45,6 +45,11 @@ TENSOR_FLOPS_PER_OP = 1      # ncu's tensor "ops" are FLOPs already (a multiply-
 CORE_METRICS: tuple[str, ...] = (DURATION, DRAM_READ, DRAM_WRITE, SM_THROUGHPUT, *SIMT_FLOPS)
 # Asked for only when `ncu --query-metrics` lists them (names vary by chip and version).
 OPTIONAL_METRICS: tuple[str, ...] = (DRAM_THROUGHPUT, L2_WRITE_SECTORS, TENSOR_INSTS)
+# The FLOP metrics are the expensive ones: the SASS instruction counters make ncu patch the kernel and
+# together with the tensor-op counters take ~13 of a call's ~15 replay passes (each pass restoring the
+# case's device memory: seconds per call at a 1 GiB case on the H200). A call whose FLOPs are not
+# judged (a memory-bound case) is counted with the byte metrics alone.
+FLOP_METRICS: tuple[str, ...] = (*SIMT_FLOPS, TENSOR_INSTS)
 
 FLOAT_TENSOR_SOURCES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4")
 _TENSOR = re.compile(r"^sm__ops_path_tensor_(?:op_(?P<op>[a-z0-9]+)_)?src_(?P<src>[a-z0-9]+)"
@@ -91,6 +96,15 @@ def metrics_to_collect(available: set[str] | None) -> list[str]:
     return list(CORE_METRICS) + extra + tensor_metrics(available)
 
 
+def is_flop_metric(metric: str) -> bool:
+    return metric in FLOP_METRICS or metric.startswith("sm__ops_path_tensor")
+
+
+def byte_metrics(metrics: list[str]) -> list[str]:
+    """`metrics` without the FLOP counters: what a call whose FLOPs are not judged is counted with."""
+    return [m for m in metrics if not is_flop_metric(m)]
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One kernel launch as Nsight Compute reported it, values in base units (bytes, ns, %, counts)."""
@@ -122,8 +136,8 @@ class Counters:
     kernel_names: tuple[str, ...]
     dram_read_bytes: float
     dram_write_bytes: float
-    flops_simt: float
-    flops_tensor: float
+    flops_simt: float | None         # None: not counted (the byte metrics alone were collected)
+    flops_tensor: float | None       # None: not counted, or this chip's ncu has no tensor-op metric
     duration_s: float                # the kernels' own durations under ncu, summed (not the timed median)
     sm_throughput_pct: float | None  # duration-weighted over the kernels
     dram_throughput_pct: float | None
@@ -135,8 +149,9 @@ class Counters:
         return self.dram_read_bytes + self.dram_write_bytes
 
     @property
-    def flops(self) -> float:
-        return self.flops_simt + self.flops_tensor
+    def flops(self) -> float | None:
+        parts = [f for f in (self.flops_simt, self.flops_tensor) if f is not None]
+        return sum(parts) if parts else None
 
     @property
     def dram_gbps(self) -> float | None:
@@ -155,7 +170,7 @@ class Counters:
     def from_json(cls, d: dict[str, Any]) -> "Counters":
         return cls(kernels=int(d["kernels"]), kernel_names=tuple(d.get("kernel_names") or ()),
                    dram_read_bytes=float(d["dram_read_bytes"]), dram_write_bytes=float(d["dram_write_bytes"]),
-                   flops_simt=float(d["flops_simt"]), flops_tensor=float(d["flops_tensor"]),
+                   flops_simt=_maybe(d.get("flops_simt")), flops_tensor=_maybe(d.get("flops_tensor")),
                    duration_s=float(d["duration_s"]), sm_throughput_pct=d.get("sm_throughput_pct"),
                    dram_throughput_pct=d.get("dram_throughput_pct"), l2_write_bytes=d.get("l2_write_bytes"),
                    tensor_insts=d.get("tensor_insts"))
@@ -172,7 +187,9 @@ def summarize(kernels: list[Kernel]) -> Counters:
         kernels=len(kernels), kernel_names=names[:5],
         dram_read_bytes=sum(k.get(DRAM_READ) for k in kernels),
         dram_write_bytes=sum(k.get(DRAM_WRITE) for k in kernels),
-        flops_simt=sum(k.simt_flops for k in kernels), flops_tensor=sum(k.tensor_flops for k in kernels),
+        flops_simt=sum(k.simt_flops for k in kernels) if _reported(kernels, lambda m: m in SIMT_FLOPS) else None,
+        flops_tensor=(sum(k.tensor_flops for k in kernels)
+                      if _reported(kernels, lambda m: m.startswith("sm__ops_path_tensor")) else None),
         duration_s=total, sm_throughput_pct=_weighted(kernels, durations, SM_THROUGHPUT),
         dram_throughput_pct=_weighted(kernels, durations, DRAM_THROUGHPUT),
         l2_write_bytes=_total(kernels, L2_WRITE_SECTORS, SECTOR_BYTES), tensor_insts=_total(kernels, TENSOR_INSTS),
@@ -192,3 +209,12 @@ def _total(kernels: list[Kernel], metric: str, scale: float = 1.0) -> float | No
     if not any(metric in k.values for k in kernels):
         return None
     return sum(k.get(metric) for k in kernels) * scale
+
+
+def _reported(kernels: list[Kernel], wanted: Any) -> bool:
+    """Some kernel carries a metric of this kind (it was asked for), even if its value is 0."""
+    return any(wanted(m) for k in kernels for m in k.values)
+
+
+def _maybe(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -33,6 +33,7 @@ from solbench.spec import OpSpec
 
 MAX_ATTEMPTS = 6
 WARMUP_CALLS = 1
+BATCH_CALLS = 24
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class CallSite:
     params: dict[str, Any]
     dtype: str
     impl: str
+    count_flops: bool = True      # False: the byte metrics alone (cnt.byte_metrics), a few replay passes
 
     @property
     def label(self) -> str:
@@ -73,9 +75,11 @@ class Session:
     selection: str = "nvtx"                # nvtx | profiler-api (the fallback)
     reports: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    passes: int = 0                        # ncu processes run so far (each names its files passN)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ncu": self.ncu, "version": self.version, "metrics": list(self.metrics), "device": self.device,
+        return {"ncu": self.ncu, "version": self.version, "metrics": list(self.metrics),
+                "byte_metrics": cnt.byte_metrics(self.metrics), "passes": self.passes, "device": self.device,
                 "reader": self.reader, "selection": self.selection, "nvtx_filter": ncu_mod.NVTX_FILTER,
                 "clock_control": "none", "cache_control": "all", "replay_mode": "kernel",
                 "reports": list(self.reports), "notes": list(self.notes)}
@@ -98,13 +102,33 @@ def count_calls(sites: list[CallSite], ncu: Path, device: str, seed: int = 0, ti
     if not any(m.startswith("sm__ops_path_tensor") for m in session.metrics):
         session.notes.append("no tensor-op metrics listed by `ncu --query-metrics`: tensor-core FLOPs are not counted")
     results: dict[int, Counted] = {}
-    pending = list(sites)
     deadline = time.monotonic() + timeout_s
-    for attempt in range(MAX_ATTEMPTS):
+    for batch in batches(sites):
+        results.update(_count_batch(batch, ncu, device, seed, deadline, work_dir, session, note))
+    return results, session
+
+
+def batches(sites: list[CallSite], size: int = BATCH_CALLS) -> list[list[CallSite]]:
+    """The ncu processes to run: calls counted with the same metrics together, at most `size` to a
+    process, so a process killed at the time limit (its report unwritten) costs one batch, not all. The
+    cheap byte-only calls go first: when time runs short, what is lost is a few expensive calls."""
+    out: list[list[CallSite]] = []
+    for flops in (False, True):
+        group = [s for s in sites if s.count_flops == flops]
+        out += [group[i:i + size] for i in range(0, len(group), size)]
+    return out
+
+
+def _count_batch(sites: list[CallSite], ncu: Path, device: str, seed: int, deadline: float, work_dir: Path,
+                 session: Session, note: Callable[[str], None]) -> dict[int, Counted]:
+    results: dict[int, Counted] = {}
+    pending = list(sites)
+    for _ in range(MAX_ATTEMPTS):
         left = deadline - time.monotonic()
         if not pending or left <= 0:
             break
-        done, retry, changed = _one_pass(pending, ncu, device, seed, left, work_dir, attempt, session, note)
+        done, retry, changed = _one_pass(pending, ncu, device, seed, left, work_dir, session.passes, session, note)
+        session.passes += 1
         results.update(done)
         if retry == pending and not changed:    # nothing moved on: give up on the rest rather than loop
             break
@@ -112,7 +136,7 @@ def count_calls(sites: list[CallSite], ncu: Path, device: str, seed: int = 0, ti
     why = "the time allowed (--timeout) ran out" if time.monotonic() >= deadline else "the profiling passes gave up"
     for s in pending:
         results.setdefault(s.index, Counted(s.index, error=f"not counted: {why} (see the ncu logs)"))
-    return results, session
+    return results
 
 
 def _one_pass(sites: list[CallSite], ncu: Path, device: str, seed: int, timeout_s: float, work_dir: Path,
@@ -127,10 +151,12 @@ def _one_pass(sites: list[CallSite], ncu: Path, device: str, seed: int, timeout_
     request.write_text(json.dumps(build_request(sites, device, seed, progress)))
     report = stem.with_suffix(".ncu-rep")
     target = [sys.executable, "-m", "solbench.profile_target", str(request)]
-    command = ncu_mod.profile_command(ncu, session.metrics, report, target, session.selection == "nvtx")
-    note(f"ncu pass {attempt + 1}: {len(sites)} calls")
+    flops = any(s.count_flops for s in sites)
+    metrics = session.metrics if flops else cnt.byte_metrics(session.metrics)
+    command = ncu_mod.profile_command(ncu, metrics, report, target, session.selection == "nvtx")
+    note(f"ncu pass {attempt + 1}: {len(sites)} calls ({'every metric' if flops else 'byte metrics only'})")
     profiled = ncu_mod.run_profile(command, stem.with_suffix(".log"), timeout_s, _env())
-    refused = profiled.unknown_metrics(session.metrics)
+    refused = profiled.unknown_metrics(metrics)
     if refused and not set(refused) & set(cnt.CORE_METRICS):
         session.metrics = [m for m in session.metrics if m not in refused]
         session.notes.append(f"ncu refused {', '.join(refused)}: dropped and profiled again")
@@ -267,5 +293,5 @@ def attach(records: list[Record], specs: dict[str, OpSpec], ncu: Path, device: s
     return session
 
 
-def _ratio(measured: float, spec: float | None) -> float | None:
-    return measured / spec if spec else None
+def _ratio(measured: float | None, spec: float | None) -> float | None:
+    return measured / spec if spec and measured is not None else None

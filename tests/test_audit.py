@@ -240,6 +240,34 @@ def test_a_dying_call_costs_only_itself_and_refused_metrics_are_dropped(fake_ncu
     assert sorted(p.name for p in work.glob("*.log")) == ["pass0.log", "pass1.log", "pass2.log"]
 
 
+def test_calls_whose_flops_are_not_judged_are_counted_with_the_byte_metrics_alone(fake_ncu, tmp_path):
+    s = SpecSource.of(_add_spec())
+    sites = [counting.CallSite(0, s, "add", {"M": 16, "N": 16}, "float32", "eager", count_flops=False),
+             counting.CallSite(1, s, "add", {"M": 32, "N": 16}, "float32", "eager")]
+    got, session = counting.count_calls(sites, fake_ncu, "cpu", work_dir=tmp_path / "w", timeout_s=300)
+    assert session.passes == 2                                  # one ncu process per metric set
+    bytes_only, full = got[0].counters, got[1].counters
+    assert bytes_only.dram_bytes == 16 * 16 * 4 * 3 and bytes_only.flops is None
+    assert full.flops == pytest.approx(32 * 16)                 # the fake's FMAs: half the spec's FLOPs, twice
+    requests = {json.loads(p.read_text())["calls"][0]["index"]: p for p in (tmp_path / "w").glob("*.request.json")}
+    assert set(requests) == {0, 1}
+    assert Counters.from_json(bytes_only.to_json()) == bytes_only
+
+
+def test_batches_group_calls_by_metric_set_and_cap_each_process():
+    s = SpecSource.of(_add_spec())
+    sites = [counting.CallSite(i, s, "add", {"M": 16, "N": 16}, "float32", "eager", count_flops=i % 3 == 0)
+             for i in range(10)]
+    got = counting.batches(sites, size=3)
+    assert [[x.index for x in b] for b in got] == [[1, 2, 4], [5, 7, 8], [0, 3, 6], [9]]
+
+
+def test_a_compute_bound_call_without_flop_counters_is_not_scored():
+    f = finding("eager", Counters(1, ("k",), 1e6, 1e6, None, None, 1e-3, 50.0, None, None, None),
+                spec_flops=2e12, bound="compute", unit="tensor")
+    assert audit.judge_flops(f, []).verdict == "n/a" and f.flops_ratio is None
+
+
 def test_an_nvtx_filter_that_selects_nothing_falls_back_to_the_profiler_window(fake_ncu, monkeypatch):
     monkeypatch.setenv("FAKE_NCU_MODE", "nothing")
     s = SpecSource.of(_add_spec())
