@@ -16,6 +16,7 @@ import contextlib
 import csv
 import importlib
 import io
+import json
 import os
 import re
 import shutil
@@ -41,6 +42,7 @@ _METRIC_NAME = re.compile(r"^[a-z][a-z0-9]*__[a-z0-9_]+$")
 _NO_KERNELS = "No kernels were profiled"
 SEARCH_DIRS = ("/usr/local/cuda/bin",)
 SEARCH_GLOB = "/opt/nvidia/nsight-compute/*/ncu"
+NO_MODULE_EXIT = 3          # the reader child's exit code when no ncu_report module can be imported
 
 
 def range_name(index: int) -> str:
@@ -182,17 +184,49 @@ def run_profile(command: list[str], log_path: Path, timeout_s: float, env: dict[
 # ---------------------------------------------------------------- reading a report
 
 def read_report(report: Path, ncu: Path, timeout_s: float = 300.0) -> tuple[list[Kernel], str]:
-    """Every profiled kernel in `report`, and which reader read it ('ncu_report' or 'csv')."""
-    module = report_module(ncu)
-    if module is not None:
-        try:
-            kernels = kernels_from_module(module, report)
-        except Exception:  # an ncu_report of another version, or a broken install: the CSV path still works
-            kernels = []
-        # Kept only if it could tie kernels to calls: a module whose NVTX interface differs maps none.
-        if kernels and any(k.call is not None for k in kernels):
-            return kernels, "ncu_report"
-    return kernels_from_csv(export_csv(report, ncu, timeout_s)), "csv"
+    """Every profiled kernel in `report`, and which reader read it ('ncu_report', or 'csv' with why).
+
+    `ncu_report` is native code run in a child process: Nsight Compute 2025.3's module segfaulted
+    reading a 24-call report on the H200 (results/h200/issue16/run2), and a crash there must cost the
+    reader, not the audit. The CSV export is the fallback.
+    """
+    kernels, why = _kernels_in_child(report, ncu, timeout_s)
+    # Kept only if it could tie kernels to calls: a module whose NVTX interface differs maps none.
+    if kernels and any(k.call is not None for k in kernels):
+        return kernels, "ncu_report"
+    if kernels:
+        why = "ncu_report mapped no kernel to a call"
+    reader = f"csv ({why})" if why else "csv"
+    return kernels_from_csv(export_csv(report, ncu, timeout_s)), reader
+
+
+def _kernels_in_child(report: Path, ncu: Path, timeout_s: float) -> tuple[list[Kernel], str]:
+    """The kernels as `ncu_report` reads them, in a child process; ([], why not) when it could not."""
+    argv = [sys.executable, "-m", "solbench.ncu", str(report), str(ncu)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return [], f"ncu_report ran past {timeout_s:g} s"
+    if done.returncode == NO_MODULE_EXIT:
+        return [], ""
+    if done.returncode != 0:
+        how = f"died of signal {-done.returncode}" if done.returncode < 0 else f"exited {done.returncode}"
+        return [], f"ncu_report {how}"
+    try:
+        rows = json.loads(done.stdout)
+        return [Kernel(str(r["name"]), r["call"], {k: float(v) for k, v in r["values"].items()}) for r in rows], ""
+    except (ValueError, KeyError, TypeError) as exc:
+        return [], f"ncu_report's output unreadable ({type(exc).__name__})"
+
+
+def _child_main(argv: list[str]) -> int:
+    """`python -m solbench.ncu REPORT NCU`: the report's kernels through ncu_report, as JSON on stdout."""
+    module = report_module(Path(argv[1]))
+    if module is None:
+        return NO_MODULE_EXIT
+    kernels = kernels_from_module(module, Path(argv[0]))
+    json.dump([{"name": k.name, "call": k.call, "values": k.values} for k in kernels], sys.stdout)
+    return 0
 
 
 def export_csv(report: Path, ncu: Path, timeout_s: float = 300.0) -> str:
@@ -317,3 +351,7 @@ def to_base(value: float, unit: str) -> float:
     if u.endswith("byte") and u[:-4] in _PREFIX:
         return value * _PREFIX[u[:-4]]
     return value
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1:]))

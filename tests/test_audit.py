@@ -4,6 +4,7 @@ CPU: tests/fixtures/ncu/fake_ncu.py), `run --counters` on records, the NVTX mark
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -252,6 +253,18 @@ def test_calls_whose_flops_are_not_judged_are_counted_with_the_byte_metrics_alon
     requests = {json.loads(p.read_text())["calls"][0]["index"]: p for p in (tmp_path / "w").glob("*.request.json")}
     assert set(requests) == {0, 1}
     assert Counters.from_json(bytes_only.to_json()) == bytes_only
+
+
+def test_an_ncu_report_module_that_crashes_costs_the_reader_not_the_audit(fake_ncu):
+    # Nsight Compute 2025.3's ncu_report segfaulted in-process on the H200: it now runs in a child.
+    module = fake_ncu.parent / "extras" / "python" / "ncu_report.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("import os, signal\n\ndef load_report(path):\n    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    s = SpecSource.of(_add_spec())
+    got, session = counting.count_calls([counting.CallSite(0, s, "add", {"M": 16, "N": 16}, "float32", "eager")],
+                                        fake_ncu, "cpu", timeout_s=300)
+    assert got[0].counters is not None and got[0].counters.dram_bytes == 16 * 16 * 4 * 3
+    assert session.reader == f"csv (ncu_report died of signal {int(signal.SIGSEGV)})"
 
 
 def test_batches_group_calls_by_metric_set_and_cap_each_process():
