@@ -60,13 +60,13 @@ class AuditConfig:
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str             # ok | cache | impl | formula | counter | not-judged | n/a
+    verdict: str             # ok | cache | explained | impl | formula | counter | not-judged | n/a
     reason: str = ""
 
     @property
     def flagged(self) -> bool:
         """Off by more than the tolerance (whatever the reason)."""
-        return self.verdict in ("cache", "impl", "formula", "counter")
+        return self.verdict in ("cache", "explained", "impl", "formula", "counter")
 
 
 @dataclass
@@ -86,6 +86,7 @@ class Finding:
     compute_unit: str
     counters: Counters | None = None
     error: str | None = None
+    note: str | None = None          # why there are no counters, when that is not an error
     bytes: Verdict = Verdict("n/a")
     flops: Verdict = Verdict("n/a")
 
@@ -101,7 +102,7 @@ class Finding:
         return {"index": self.index, "op": self.op, "case": self.case, "params": self.params, "dtype": self.dtype, "impl": self.impl,
                 "kind": self.kind, "spec_bytes": self.spec_bytes, "spec_flops": self.spec_flops, "bound": self.bound,
                 "compute_unit": self.compute_unit, "counters": self.counters.to_json() if self.counters else None,
-                "error": self.error, "bytes_ratio": self.bytes_ratio, "flops_ratio": self.flops_ratio,
+                "error": self.error, "note": self.note, "bytes_ratio": self.bytes_ratio, "flops_ratio": self.flops_ratio,
                 "bytes": dataclasses.asdict(self.bytes), "flops": dataclasses.asdict(self.flops)}
 
 
@@ -120,7 +121,8 @@ class OpVerdict:
 
     @property
     def passed(self) -> bool:
-        return self.bytes.verdict in ("ok", "cache") and self.flops.verdict in ("ok", "not-judged", "n/a")
+        return self.bytes.verdict in ("ok", "cache", "explained") and \
+            self.flops.verdict in ("ok", "explained", "not-judged", "n/a")
 
 
 @dataclass
@@ -145,6 +147,8 @@ class Audit:
                 "calls": [f.to_json() for f in self.findings],
                 "summary": {"ops": len(self.ops), "passed": sum(o.passed for o in self.ops),
                             "bytes_ok": sum(o.bytes.verdict in ("ok", "cache") for o in self.ops),
+                            "bytes_explained": sum(o.bytes.verdict == "explained" for o in self.ops),
+                            "flops_explained": sum(o.flops.verdict == "explained" for o in self.ops),
                             "flops_judged": sum(o.flops.verdict not in ("not-judged", "n/a") for o in self.ops),
                             "flops_ok": sum(o.flops.verdict == "ok" for o in self.ops),
                             "errors": sum(1 for f in self.findings if f.error),
@@ -162,7 +166,7 @@ def write(audit: Audit, path: Path) -> Path:
 def judge_bytes(f: Finding, l2_bytes: int | None, others: list[Finding]) -> Verdict:
     """DRAM bytes against the spec's bytes; `others` are the other calls of the same case and dtype."""
     if f.counters is None or f.spec_bytes <= 0:
-        return Verdict("n/a", "no counters" if f.counters is None else "the spec counts no bytes")
+        return Verdict("n/a", (f.note or "no counters") if f.counters is None else "the spec counts no bytes")
     r = f.counters.dram_bytes / f.spec_bytes
     if abs(r - 1) <= TOLERANCE:
         return Verdict("ok")
@@ -207,7 +211,7 @@ def _extra_traffic(r: float) -> str:
 def judge_flops(f: Finding, others: list[Finding]) -> Verdict:
     """Executed FLOPs against the spec's flops: judged for compute-bound cases only."""
     if f.counters is None:
-        return Verdict("n/a", "no counters")
+        return Verdict("n/a", f.note or "no counters")
     if f.bound != "compute":
         return Verdict("not-judged", "memory-bound: the FLOP formula is not scored (add/mul/fma counters miss "
                                      "exp, max, compares), so only the byte metrics are collected")
@@ -241,10 +245,14 @@ def judge(findings: list[Finding], l2_bytes: int | None) -> None:
         f.flops = judge_flops(f, others)
 
 
-def op_verdicts(findings: list[Finding], spec_files: dict[str, str], l2_bytes: int | None) -> list[OpVerdict]:
+def op_verdicts(findings: list[Finding], spec_files: dict[str, str], l2_bytes: int | None,
+                explained: dict[str, dict[str, str]] | None = None) -> list[OpVerdict]:
     """Per op (and case, dtype): its formulas' verdicts. A formula is right when some implementation
     matches it (ok), or misses it only for a cache reason; otherwise the verdict and reason of the
-    implementation that came closest (a formula the best implementation misses is the formula's fault)."""
+    implementation that came closest (a formula the best implementation misses is the formula's fault),
+    unless the spec's `audit` field says why its formula differs by design (`explained`, op -> formula ->
+    reason): then 'explained', with the measured ratio beside the spec's reason."""
+    explained = explained or {}
     out = []
     for key in dict.fromkeys((f.op, f.case, f.dtype) for f in findings):
         group = [f for f in findings if (f.op, f.case, f.dtype) == key]
@@ -258,8 +266,19 @@ def op_verdicts(findings: list[Finding], spec_files: dict[str, str], l2_bytes: i
         # 'impl' on the closest call: the one it was compared with missed the other way; alone, it says why.
         bytes_v = judge_bytes(b, l2_bytes, []) if b.bytes.verdict == "impl" else b.bytes
         flops_v = judge_flops(fl, []) if fl.flops.verdict == "impl" else fl.flops
+        why = explained.get(key[0], {})
+        bytes_v = _explain(bytes_v, why.get("bytes"), b.bytes_ratio)
+        flops_v = _explain(flops_v, why.get("flops"), fl.flops_ratio)
         out.append(OpVerdict(key[0], spec_files.get(key[0], ""), key[1], key[2], bytes_v, flops_v, b.impl, fl.impl))
     return out
+
+
+def _explain(v: Verdict, reason: str | None, ratio: float | None) -> Verdict:
+    """A formula verdict the spec explains: 'explained', its ratio and the spec's reason (never 'ok')."""
+    if v.verdict != "formula" or not reason:
+        return v
+    return Verdict("explained", f"{ratio:.2f}x the spec's count, as its audit note says: {reason}"
+                   if ratio is not None else f"as the spec's audit note says: {reason}")
 
 
 def _closest(group: list[Finding], verdict: Callable[[Finding], Verdict],
@@ -338,11 +357,12 @@ def run(config: AuditConfig, specs: dict[str, OpSpec], command: str = "",
                                             config.reports_dir, on_note)
     for f in findings:
         got = counted[f.index]
-        f.counters, f.error = got.counters, got.error
+        f.counters, f.error, f.note = got.counters, got.error, got.note
     judge(findings, prepared.info.l2_bytes)
     spec_files = {p.spec.op: str(p.spec.path) for p in prepared.plans}
     cfg = {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(config).items()}
-    return Audit(findings, op_verdicts(findings, spec_files, prepared.info.l2_bytes), session.to_json(),
+    explained = {p.spec.op: p.spec.audit for p in prepared.plans if p.spec.audit}
+    return Audit(findings, op_verdicts(findings, spec_files, prepared.info.l2_bytes, explained), session.to_json(),
                  pipeline.environment(prepared.info), cfg, command)
 
 

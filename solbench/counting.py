@@ -34,6 +34,7 @@ from solbench.spec import OpSpec
 MAX_ATTEMPTS = 6
 WARMUP_CALLS = 1
 BATCH_CALLS = 24
+NO_KERNEL = "launched no GPU kernel inside its range (host-side work or copies only): nothing to count"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Counted:
     index: int
     counters: cnt.Counters | None = None
     error: str | None = None
+    note: str | None = None      # counted, and nothing to count: it launched no GPU kernel
 
 
 @dataclass
@@ -199,6 +201,9 @@ def _settle(sites: list[CallSite], outcomes: dict[int, tuple[str, str]], kernels
             died = True
         elif status != "ok":
             done[s.index] = Counted(s.index, error=f"{status}: {message}")
+        elif s.index not in by_call and by_call and profiled.returncode == 0:
+            # The same process profiled other calls' kernels: this one launched none (host work, copies).
+            done[s.index] = Counted(s.index, note=NO_KERNEL)
         elif s.index not in by_call:
             done[s.index] = Counted(s.index, error="ran, but no kernel was profiled inside its range (it launched "
                                                    "none, or ncu could not profile it: " + _last_error(profiled) + ")")
@@ -284,7 +289,7 @@ def attach(records: list[Record], specs: dict[str, OpSpec], ncu: Path, device: s
     for site, rec in pairs:
         got = counted[site.index]
         if got.counters is None:
-            rec.counters = {"error": got.error, "tool": tool}
+            rec.counters = {"error": got.error or got.note, "tool": tool}
             rec.warnings.append(f"--counters: {got.error}")
             continue
         rec.counters = {**got.counters.to_json(), "tool": tool,

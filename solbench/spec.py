@@ -29,7 +29,10 @@ from solbench.paths import specs_root
 SPECS_ENV = "SOLBENCH_SPECS"  # extra spec folders, separated like PATH
 
 _TOP_KEYS = {"op", "summary", "cases", "sweep", "cpu_cases", "dtypes", "inputs", "outputs", "flops",
-             "bytes", "compute", "reference", "baselines", "impls", "tolerance", "inplace", "notes"}
+             "bytes", "compute", "reference", "baselines", "impls", "tolerance", "inplace", "notes", "audit"}
+# `audit`: why a formula differs from what Nsight Compute counts at the large case, by design (a
+# compulsory-traffic byte count of a compute-bound op, a scratch buffer left out on purpose).
+_AUDIT_KEYS = {"bytes", "flops"}
 _REQUIRED = ("op", "summary", "dtypes", "inputs", "outputs", "flops", "bytes", "compute",
              "reference", "baselines", "tolerance")
 _INPUT_KEYS = {"shape", "init", "dtype", "low", "high", "scale"}
@@ -114,6 +117,7 @@ class OpSpec:
     tolerance: dict[str, Tolerance]
     inplace: bool = False
     notes: str = ""
+    audit: dict[str, str] = field(default_factory=dict)   # formula (bytes | flops) -> why the counters differ
     source_text: str = ""               # the YAML as read: jobs carry it (never the path) to workers
     sha256: str = ""                    # of source_text: records say which spec they measured
 
@@ -228,6 +232,7 @@ def parse_spec(raw: Any, path: Path) -> OpSpec:
         tolerance=p.tolerances(raw["tolerance"], dtypes),
         inplace=bool(raw.get("inplace", False)),
         notes=str(raw.get("notes", "")),
+        audit=p.audit(raw.get("audit") or {}),
     )
     for field_, cases_ in (("cases" if "cases" in raw else "sweep", spec.cases), ("cpu_cases", spec.cpu_cases)):
         for i, case in enumerate(cases_):
@@ -280,6 +285,12 @@ class _Parser:
         if unknown:
             label = f"{where}.{unknown[0]}" if where else unknown[0]
             raise self.fail(label, f"unknown key '{unknown[0]}' (allowed: {', '.join(sorted(allowed))})")
+
+    def audit(self, value: Any) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise self.fail("audit", f"expected a mapping of bytes/flops to a reason, got {value!r}")
+        self.keys(value, _AUDIT_KEYS, "audit")
+        return {k: self.string(v, f"audit.{k}") for k, v in value.items()}
 
     def string(self, value: Any, field_: str) -> str:
         if not isinstance(value, str) or not value.strip():

@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 from solbench import audit, counting, plan, spec
 from solbench.cli import app
-from solbench.counters import Counters
+from solbench.counters import Counters, Kernel
+from solbench.errors import UserError
+from solbench.ncu import Profiled
 from solbench.hardware import DeviceInfo
 from solbench.job import SpecSource, WorkerJob
 from solbench.measure import TimingConfig
@@ -96,6 +98,43 @@ def test_the_closest_call_is_judged_alone_when_the_other_missed_the_other_way():
     audit.judge([a, b], L2)
     (op,) = audit.op_verdicts([a, b], {}, L2)
     assert op.bytes.verdict == "formula" and not op.passed
+
+
+def test_a_formula_the_spec_explains_passes_as_explained_with_its_ratio():
+    # a compute-bound GEMM: every implementation re-reads its tiles, 3.4x the compulsory bytes
+    calls = [finding(impl, counters(1.2 * GIB, 0.2 * GIB), spec_bytes=0.4 * GIB, index=i, op="gemm")
+             for i, impl in enumerate(("eager", "wgmma"))]
+    audit.judge(calls, L2)
+    (plain,) = audit.op_verdicts(calls, {}, L2)
+    assert plain.bytes.verdict == "formula" and not plain.passed
+    (op,) = audit.op_verdicts(calls, {}, L2, {"gemm": {"bytes": "tiles are re-read"}})
+    assert op.bytes.verdict == "explained" and op.passed
+    assert op.bytes.reason.startswith("3.50x the spec's count") and "tiles are re-read" in op.bytes.reason
+
+
+def test_an_explanation_never_turns_an_implementation_verdict_or_a_pass():
+    ok = finding("cuda", counters(0.5 * GIB, 0.5 * GIB))
+    audit.judge([ok], L2)
+    (op,) = audit.op_verdicts([ok], {}, L2, {"softmax": {"bytes": "anything"}})
+    assert op.bytes.verdict == "ok"
+
+
+def test_a_spec_audit_field_names_a_bad_key():
+    text = (Path(__file__).parent.parent / "specs" / "ops" / "add.yaml").read_text() + "audit: {bites: x}\n"
+    with pytest.raises(UserError) as e:
+        spec.parse_text(text, Path("add.yaml"))
+    assert "audit" in str(e.value) and "bites" in str(e.value)
+
+
+def test_a_call_that_launched_no_kernel_beside_profiled_ones_is_noted_not_an_error():
+    s = SpecSource.of(_add_spec())
+    sites = [counting.CallSite(i, s, "add", {"M": 16, "N": 16}, "float32", impl) for i, impl in enumerate(("eager", "x"))]
+    kernels = [Kernel("k", 0, {"dram__bytes_read.sum": 1024.0, "gpu__time_duration.sum": 10.0})]
+    done, retry = counting._settle(sites, {0: ("ok", ""), 1: ("ok", "")}, kernels, Profiled(0, ""))
+    assert not retry and done[0].counters is not None
+    assert done[1].error is None and done[1].note == counting.NO_KERNEL
+    lonely, _ = counting._settle(sites[1:], {1: ("ok", "")}, [], Profiled(0, ""))
+    assert lonely[1].error and "no kernel was profiled" in lonely[1].error     # nothing profiled at all: suspect
 
 
 # ---------------------------------------------------------------- FLOPs

@@ -57,8 +57,10 @@ grep -E "==ERROR==|==WARNING==" "$OUT/audit_ncu.log" | sort | uniq -c | head -8
 if [ -f "$OUT/audit.json" ]; then
     python3 scripts/h200/audit_report.py summary "$OUT/audit.json"
     cp "$OUT/audit.json" "$OUT/h200_raw.json"
-    REP=$(ls -S "$T"/audit/pass*.ncu-rep 2>/dev/null | head -1)   # the largest: a fallback pass leaves an empty first one
-    [ -n "$REP" ] && "$NCU" --import "$REP" --csv --page raw --print-units base > "$OUT/h200_raw.csv" 2>&1
+    # the pass that profiled the cuBLAS GEMM (tests/test_audit_ncu.py checks its tensor FLOPs against 2MNK)
+    REQ=$(grep -l '"label": "gemm M=' "$T"/audit/pass*.request.json 2>/dev/null | tail -1)
+    REP=${REQ%.request.json}.ncu-rep
+    [ -f "$REP" ] && "$NCU" --import "$REP" --csv --page raw --print-units base > "$OUT/h200_raw.csv" 2>&1
     echo "raw CSV: $(wc -l < "$OUT/h200_raw.csv" 2>/dev/null) lines from $REP"
 else
     tail -n 30 "$OUT/audit.txt"

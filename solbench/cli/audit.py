@@ -18,7 +18,7 @@ from solbench.cli.app import app, csv_list, err, load_specs, out, parse_shape, u
 from solbench.errors import UserError
 from solbench.results import Record
 
-_STYLE = {"ok": "green", "cache": "yellow", "impl": "yellow", "formula": "bold red", "counter": "bold red",
+_STYLE = {"ok": "green", "cache": "yellow", "explained": "yellow", "impl": "yellow", "formula": "bold red", "counter": "bold red",
           "not-judged": "dim", "n/a": "dim"}
 
 
@@ -66,8 +66,9 @@ def audit(
         out.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     s = result.to_json()["summary"]
     out.print(f"[bold]{s['passed']}/{s['ops']} ops pass[/]: bytes within {audit_mod.TOLERANCE:.0%} (or a cache "
-              f"reason) for {s['bytes_ok']}, FLOPs judged for {s['flops_judged']} compute-bound, "
-              f"{s['flops_ok']} within {audit_mod.TOLERANCE:.0%}; {s['errors']} calls not counted", highlight=False)
+              f"reason) for {s['bytes_ok']}, explained by the spec for {s['bytes_explained']}; FLOPs judged for "
+              f"{s['flops_judged']} compute-bound, {s['flops_ok']} within {audit_mod.TOLERANCE:.0%}"
+              f"{_explained(s['flops_explained'])}; {s['errors']} calls not counted", highlight=False)
     out.print("audit: " + ", ".join(str(p) for p in paths))
     if result.failed:
         raise typer.Exit(1)
@@ -133,6 +134,10 @@ def counters_table(records: list[Record]) -> Table | None:
                       f"{c['dram_gbps']:,.0f}" if c.get("dram_gbps") else "-",
                       f"{c['sm_throughput_pct']:.0f}" if c.get("sm_throughput_pct") is not None else "-")
     return table
+
+
+def _explained(n: int) -> str:
+    return f", explained by the spec for {n}" if n else ""
 
 
 def _verdict(v: audit_mod.Verdict, error: str | None) -> str:
