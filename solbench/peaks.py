@@ -53,7 +53,12 @@ class Peaks:
     notes: str = ""
     # Measured ceilings only: the relative spread of the measurement behind each one ("memory_bandwidth",
     # "simt.fp32", "tensor.bf16", ...). A time that ties its ceiling within this is a tie, not SOL > 1.
+    # After a CPU run re-measured its bandwidth ceiling, "memory_bandwidth" is the spread of the figure
+    # scored against (ceiling_recheck.py).
     noise: dict[str, float] = field(default_factory=dict)
+    # A CPU run whose records beat the cached bandwidth ceiling: both figures and what was scored against
+    # (ceiling_recheck.Recheck.to_json); None when nothing asked for a re-measurement.
+    bandwidth_recheck: dict[str, Any] | None = None
 
     def compute_peak(self, unit: str, key: str) -> float | None:
         """Peak FLOP/s for `key` (fp32, bf16, ...) on `unit` (simt, tensor); None if not known."""
@@ -315,13 +320,16 @@ def calibrate_in_subprocess(device: str = "cuda", folder: Path = DEFAULT_DIR, qu
 
 # ---------------------------------------------------------------- CPU ceilings
 
+def cpu_peaks_path(cache_dir: Path, info: DeviceInfo) -> Path:
+    """The file caching this CPU's ceilings (`info` as the probe saw it: its torch is the one that measures)."""
+    # The method is part of the key: ceilings cached by an older way of measuring are measured again.
+    key = f"{info.name}|{info.cpu_threads}|{info.cache_bytes}|{info.torch}|{CPU_CEILINGS_METHOD}"
+    return Path(cache_dir) / f"cpu-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
+
+
 def cpu_peaks(cache_dir: Path, info: DeviceInfo) -> Peaks:
     """Measure (or reuse) this CPU's copy bandwidth and matmul rates; cached, a few seconds the first time."""
-    import torch
-
-    # The method is part of the key: ceilings cached by an older way of measuring are measured again.
-    key = f"{info.name}|{info.cpu_threads}|{info.cache_bytes}|{torch.__version__}|{CPU_CEILINGS_METHOD}"
-    cache = cache_dir / f"cpu-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
+    cache = cpu_peaks_path(cache_dir, info)
     if cache.is_file():
         try:
             return Peaks(**json.loads(cache.read_text()))
@@ -334,6 +342,26 @@ def cpu_peaks(cache_dir: Path, info: DeviceInfo) -> Peaks:
 
 
 BUSY_NOTE = "measured on a busy machine: not cached, measured again next run"
+RAISED_NOTE = "; bandwidth raised by a run that measured it again"
+
+
+def raise_cpu_bandwidth(cache: Path, rate: float, spread: float | None, when: str) -> bool:
+    """Raise the cached bandwidth ceiling to `rate` (B/s, re-measured by a run: ceiling_recheck.py) with the
+    spread of its windows, so the next run starts from the best figure seen; False when there is no
+    readable cache or it is already as high (another run may have raised it meanwhile)."""
+    try:
+        cached = Peaks(**json.loads(cache.read_text()))
+    except (OSError, ValueError, TypeError):
+        return False      # no kept calibration (e.g. a busy one): nothing to raise, the next run measures
+    if rate <= cached.memory_bandwidth:
+        return False
+    noise = {k: v for k, v in cached.noise.items() if k != "memory_bandwidth"}
+    if spread is not None:
+        noise["memory_bandwidth"] = spread
+    notes = f"{cached.notes.split(RAISED_NOTE)[0]}{RAISED_NOTE} ({rate / 1e9:.1f} GB/s, {when})"
+    write_json_atomic(cache, Peaks(**{**asdict(cached), "memory_bandwidth": rate, "noise": noise,
+                                      "notes": notes}).to_json())
+    return True
 
 
 CPU_CEILINGS_METHOD = "2: best of windows, preempted calls out, 8x the caches"

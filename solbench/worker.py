@@ -291,13 +291,40 @@ def score_record(rec: Record, median_s: float, peaks: Peaks | str = "datasheet",
                  cache_bytes: int | None = None) -> None:
     s = sol.score(rec.flops, rec.bytes, median_s, rec.peak_flops, rec.peak_bandwidth)
     rec.tflops, rec.gbps, rec.sol, rec.mfu, rec.mbu = s.tflops, s.gbps, s.sol, s.mfu, s.mbu
-    source = peaks if isinstance(peaks, str) else peaks.source
-    tolerance = 0.0 if isinstance(peaks, str) else peaks.noise_of(s.bound, rec.compute_unit, rec.peak_key)
-    reason = sol.invalid_reason(s, source, tolerance=tolerance, cache_bytes=cache_bytes)
+    reason, tie = sol_verdict(s, rec, peaks, cache_bytes)
     if reason:
         rec.status, rec.message = "invalid", reason
-    elif note := sol.tie_note(s, tolerance):
-        rec.warnings.append(note)
+    elif tie:
+        rec.warnings.append(tie)
+
+
+def sol_verdict(s: sol.Score, rec: Record, peaks: Peaks | str,
+                cache_bytes: int | None = None) -> tuple[str | None, str | None]:
+    """(why the score cannot be real, or None; the note of a tie with a measured ceiling, or None)."""
+    source = peaks if isinstance(peaks, str) else peaks.source
+    tolerance = 0.0 if isinstance(peaks, str) else peaks.noise_of(s.bound, rec.compute_unit, rec.peak_key)
+    return sol.invalid_reason(s, source, tolerance=tolerance, cache_bytes=cache_bytes), sol.tie_note(s, tolerance)
+
+
+def rescore_record(rec: Record, scored: Peaks, peaks: Peaks, cache_bytes: int | None = None) -> bool:
+    """Score a record that was scored against `scored` again, against `peaks` (a CPU run's re-measured
+    bandwidth ceiling: ceiling_recheck.py); True if it was. Only what the score decided may change: a
+    record without a timing, or one another check made invalid, is left as it is."""
+    median = (rec.time_s or {}).get("median")
+    if not median or rec.status not in ("ok", "invalid") or rec.flops is None or rec.bytes is None:
+        return False
+    before = sol.score(rec.flops, rec.bytes, median, rec.peak_flops, rec.peak_bandwidth)
+    reason, tie = sol_verdict(before, rec, scored, cache_bytes)
+    if rec.status == "invalid" and rec.message != reason:
+        return False        # invalid for another reason (timer integrity, work outside the timed window)
+    if tie in rec.warnings:
+        rec.warnings.remove(tie)     # the new score decides anew whether it ties
+    if rec.status == "invalid":
+        rec.status, rec.message = "ok", ""
+    rec.peak_bandwidth = peaks.memory_bandwidth
+    rec.t_sol_s, rec.bound = sol.t_sol(rec.flops, rec.bytes, rec.peak_flops, rec.peak_bandwidth)
+    score_record(rec, median, peaks, cache_bytes)
+    return True
 
 
 def _base_record(spec: OpSpec, case: Case, job: WorkerJob, env: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"registry", "inputs", "traps", "preflight"},
     {"worker", "profile_target"},
     {"exec"},
-    {"plan", "pipeline", "resume", "fleet", "runrequest", "counting"},
+    {"plan", "pipeline", "resume", "fleet", "runrequest", "counting", "ceiling_recheck"},
     {"console", "compare", "compare_render", "compare_aa", "verdict", "charts", "chartlabels", "roofline", "solchart", "report",
      "doctor", "envprobe", "audit"},
     {"serve", "remote"},

@@ -99,6 +99,10 @@ def run(
         out.print(table)
     for line in ui.summary_lines(run_.records):
         out.print(line)
+    if recheck := run_.peaks.get("bandwidth_recheck"):     # the CPU ceiling was measured again (ceiling_recheck.py)
+        from rich.markup import escape
+
+        out.print(f"[yellow]{escape(recheck['note'])}[/]", highlight=False)
     if counters and (table := counters_table(run_.records)) is not None:
         out.print(table)
     if nvtx and prepared.info.kind == "cpu":
