@@ -8,6 +8,8 @@ import json
 import struct
 from pathlib import Path
 
+import time
+
 import pytest
 import torch
 from safetensors.torch import save
@@ -255,6 +257,30 @@ def test_rate_limiter_answers_with_a_wait():
     with pytest.raises(UserError) as info:
         limits.RateLimiter("lots")
     assert info.value.field == "--rate"
+
+
+def test_rate_limiting_starts_no_thread_per_request(monkeypatch):
+    import threading
+
+    import limits.storage.memory as stock
+
+    started = []
+
+    class CountingTimer(threading.Timer):
+        def start(self) -> None:
+            started.append(self)
+            super().start()
+
+    monkeypatch.setattr(stock.threading, "Timer", CountingTimer)
+    lim = limits.RateLimiter("1000000/second")
+    for i in range(300):
+        assert lim.hit(f"id{i % 7}") is None
+        time.sleep(0.0002)      # spread over ~60 ms: the stock storage starts a timer per 10 ms of traffic
+    assert len(started) <= 1    # at most the one its constructor starts (and cancels)
+    storage = lim._limiter.storage
+    storage.incr("gone", expiry=0)              # an expired counter: the sweep drops it
+    storage._MemoryStorage__expire_events()
+    assert "gone" not in storage.storage
 
 
 def test_sizes():

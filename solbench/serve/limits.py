@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -60,7 +62,7 @@ class RateLimiter:
         self.rate = rate
         self.item = check_rate(rate, "--rate")
         self._items = {rate: self.item}
-        self._limiter = strategies.SlidingWindowCounterRateLimiter(storage.MemoryStorage())
+        self._limiter = strategies.SlidingWindowCounterRateLimiter(_swept_memory_storage(storage.MemoryStorage)())
 
     def hit(self, identity: str, rate: str | None = None) -> float | None:
         """Count one request against `rate` (default: the server's); None when allowed, else the seconds
@@ -73,6 +75,44 @@ class RateLimiter:
             return None
         stats = self._limiter.get_window_stats(item, identity)
         return max(1.0, math.ceil(stats.reset_time - time.time()))
+
+
+SWEEP_S = 1.0     # how often idle rate-limit counters are dropped (they are expired on read regardless)
+
+
+def _swept_memory_storage(base: type) -> type:
+    """limits' in-memory storage, its expired counters dropped by one daemon thread every SWEEP_S.
+
+    The stock storage starts a new threading.Timer (10 ms) whenever the last one has finished, i.e. a
+    thread every 10 ms under load: profiled under 16 clients, starting them took 8% of the event loop's
+    time and their wake-ups competed with it for the GIL. Correctness does not depend on the sweep (every
+    read expires its own key first); it only keeps idle clients' counters from piling up. If a limits
+    version has no such hook, its own storage is used as it is.
+    """
+    if not hasattr(base, "_MemoryStorage__schedule_expiry") or not hasattr(base, "_MemoryStorage__expire_events"):
+        return base
+
+    class SweptMemoryStorage(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.timer.cancel()
+            ref = weakref.ref(self)
+            threading.Thread(target=_sweep, args=(ref,), daemon=True, name="solbench-rate-sweep").start()
+
+        def _MemoryStorage__schedule_expiry(self) -> None:   # the stock per-10-ms timer: not needed
+            pass
+
+    return SweptMemoryStorage
+
+
+def _sweep(ref: Any) -> None:
+    while True:
+        time.sleep(SWEEP_S)
+        storage = ref()
+        if storage is None:      # the limiter is gone: so is its sweeper
+            return
+        storage._MemoryStorage__expire_events()
+        del storage
 
 
 class BodyTooLarge(Exception):
