@@ -8,7 +8,7 @@ This process never touches CUDA (NVML only): the server's worker is the only CUD
      hands cached blocks back when idle), 10,000 mixed requests from 64 clients, idle, again: within 1%
   4. an oversized request (a 180 GB product of tiny inputs) -> 422, then successful requests, same worker
   5. a faulting kernel (an illegal address: sticky) -> 500, the worker replaced, then successful requests
-  6. speed: softmax 256 x 1024 bf16, 64 clients: open loop at 1,100 requests/s offered (the target: >= 1,000/s
+  6. speed: softmax 256 x 1024 bf16, 64 clients: open loop at 1,050 and 1,250 requests/s offered (the target: >= 1,000/s
      with p99 <= 25 ms) and closed loop (as fast as 64 clients go); the server's own overhead per request
      (client latency minus the kernel's device time from Server-Timing)
   7. `solbench run --remote` of softmax --quick (eager and the kernel) against the server (the GPU
@@ -18,15 +18,17 @@ Usage: python3 scripts/h200/serve_check.py OUT_DIR   (about 2-3 minutes)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import httpx
 import torch
@@ -37,6 +39,7 @@ from solbench.serve import auth, loadgen
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
 CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "4"))
+OFFERED = 1050.0
 # Knobs for a dry run on a machine without a GPU (SERVE_DEVICE=cpu SERVE_REQUESTS=500 SERVE_PROCS=1):
 DEVICE = os.environ.get("SERVE_DEVICE", "cuda:0")
 REQUESTS = int(os.environ.get("SERVE_REQUESTS", "10000"))
@@ -257,12 +260,15 @@ def run_steps(srv: Server, key: str) -> None:
     base, _ = loadgen.warm_up(base)
     fields = loadgen.asdict_shallow(base)
     loadgen.run(loadgen.Plan(**{**fields, "seconds": 3}))                 # settle after the restart
-    open_loop = loadgen.run(loadgen.Plan(**{**fields, "rate": 1100.0}))
-    closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
-    RESULT["speed_open_loop_1100"] = open_loop.to_json()
+    # Judged at 1,050 offered (the target rate with 5% to spare); 1,250 says how far past it the server holds.
+    open_loop = loadgen.run(loadgen.Plan(**{**fields, "rate": OFFERED}))
+    RESULT[f"speed_open_loop_{OFFERED:.0f}"] = open_loop.to_json()
+    RESULT["speed_open_loop_1250"] = loadgen.run(loadgen.Plan(**{**fields, "rate": 1250.0})).to_json()
+    with profiled(srv, key):                    # where the server's time goes, if py-spy is here
+        closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
     RESULT["speed_closed_loop"] = closed.to_json()
     target = open_loop.rate >= 1000 and open_loop.latency_ms.get("p99", 1e9) <= 25 and open_loop.unexpected == 0
-    step("speed_target", target, offered=1100, rate=round(open_loop.rate, 1), p50_ms=open_loop.latency_ms.get("p50"),
+    step("speed_target", target, offered=OFFERED, rate=round(open_loop.rate, 1), p50_ms=open_loop.latency_ms.get("p50"),
          p99_ms=open_loop.latency_ms.get("p99"), device_p50_ms=open_loop.device_ms.get("p50"),
          overhead_p50_ms=open_loop.overhead_ms.get("p50"), overhead_p99_ms=open_loop.overhead_ms.get("p99"),
          closed_rate=round(closed.rate, 1), closed_p50_ms=closed.latency_ms.get("p50"),
@@ -279,13 +285,34 @@ def run_steps(srv: Server, key: str) -> None:
         step("remote_run", False, rc="timeout after 100 s")
 
 
+@contextlib.contextmanager
+def profiled(srv: Server, key: str) -> Iterator[None]:
+    """py-spy (carried in .whl/) samples the server and its GPU worker for 8 s while the block runs:
+    raw stacks per thread in OUT/pyspy_server.txt and OUT/pyspy_worker.txt. Skipped, and said so,
+    without py-spy or without permission to attach."""
+    exe = shutil.which("py-spy") or "/tmp/site/bin/py-spy"
+    if not os.path.exists(exe):
+        RESULT["pyspy"] = "no py-spy on this machine"
+        yield
+        return
+    pids = {"server": srv.proc.pid, "worker": memory(srv, key)["worker_pid"]}
+    procs = [subprocess.Popen([exe, "record", "-p", str(pid), "-d", "8", "--threads", "--idle", "--nonblocking",
+                               "--format", "raw", "-o", str(OUT / f"pyspy_{name}.txt")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name, pid in pids.items()]
+    try:
+        yield
+    finally:
+        RESULT["pyspy"] = {name: p.communicate(timeout=30)[0][-300:] for name, p in zip(pids, procs)}
+
+
 def summary() -> int:
     print("\n== solbench serve on the H200 (details: serve.json)")
     for name, s in RESULT["steps"].items():
         print(f"  {name:<20} {'PASS' if s['ok'] else 'FAIL'}")
     sp = RESULT["steps"].get("speed_target", {})
     if sp:
-        print(f"  softmax 256x1024 bf16, 64 clients, open loop at 1,100/s offered: {sp['rate']}/s, p50 "
+        print(f"  softmax 256x1024 bf16, 64 clients, open loop at {sp['offered']:,.0f}/s offered: {sp['rate']}/s, p50 "
               f"{sp['p50_ms']:.2f} ms, p99 {sp['p99_ms']:.2f} ms; device p50 {sp['device_p50_ms']:.4f} ms; "
               f"server overhead p50 {sp['overhead_p50_ms']:.2f} ms p99 {sp['overhead_p99_ms']:.2f} ms")
         print(f"  closed loop (64 clients flat out): {sp['closed_rate']}/s, p50 {sp['closed_p50_ms']:.2f} ms, "
