@@ -40,6 +40,8 @@ from solbench.serve import auth, loadgen
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
 CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "4"))
 OFFERED = 1050.0
+# SERVE_SPEED_ONLY=1: warm-up and the speed step only (a short device call)
+SPEED_ONLY = os.environ.get("SERVE_SPEED_ONLY") == "1"
 # Knobs for a dry run on a machine without a GPU (SERVE_DEVICE=cpu SERVE_REQUESTS=500 SERVE_PROCS=1):
 DEVICE = os.environ.get("SERVE_DEVICE", "cuda:0")
 REQUESTS = int(os.environ.get("SERVE_REQUESTS", "10000"))
@@ -225,6 +227,9 @@ def run_steps(srv: Server, key: str) -> None:
         if problem or (DEVICE != "cpu" and (impl or "").split(":")[0] != "kernels_ext"):
             bad[req.name] = problem or f"served by {impl}, not a kernels_ext kernel"
     step("warm_up_correct", not bad, problems=bad, requests=len(cases))
+    if SPEED_ONLY:
+        speed(srv, key, cases)
+        return
     # 3. leak check over 10,000 mixed requests
     start = memory(srv, key)
     plan = loadgen.Plan(srv.url, tuple(r for r, _ in cases), CLIENTS, 150, REQUESTS, PROCS, key)
@@ -254,9 +259,14 @@ def run_steps(srv: Server, key: str) -> None:
     step("fault_then_ok", r.status_code == 500 and after == [200] * 20 and mem2["restarts"] == mem["restarts"] + 1
          and mem2["worker_pid"] != mem["worker_pid"], status=r.status_code, answer=r.json(), after=after,
          seconds_to_serve_again=round(recovered, 2), restarts=mem2["restarts"])
-    # 6. speed
+    speed(srv, key, cases)
+    remote(srv, key)
+
+
+def speed(srv: Server, key: str, cases: list) -> None:
+    """6. softmax 256 x 1024 bf16 from 64 clients (spread over PROCS load-generator processes)."""
     softmax = (cases[0][0],)
-    base = loadgen.Plan(srv.url, softmax, CLIENTS, 15, None, PROCS, key)
+    base = loadgen.Plan(srv.url, softmax, CLIENTS, 8 if SPEED_ONLY else 15, None, PROCS, key)
     base, _ = loadgen.warm_up(base)
     fields = loadgen.asdict_shallow(base)
     loadgen.run(loadgen.Plan(**{**fields, "seconds": 3}))                 # settle after the restart
@@ -273,7 +283,11 @@ def run_steps(srv: Server, key: str) -> None:
          overhead_p50_ms=open_loop.overhead_ms.get("p50"), overhead_p99_ms=open_loop.overhead_ms.get("p99"),
          closed_rate=round(closed.rate, 1), closed_p50_ms=closed.latency_ms.get("p50"),
          closed_p99_ms=closed.latency_ms.get("p99"))
-    # 7. a benchmark run sent over HTTP
+    RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
+
+
+def remote(srv: Server, key: str) -> None:
+    """7. a benchmark run sent over HTTP."""
     env = {**os.environ, "SOLBENCH_API_KEY": key}
     cmd = [sys.executable, "-m", "solbench", "run", "--remote", srv.url, "--ops", "softmax", "--quick", "--dtypes",
            "bfloat16", "--impls", "cuda", "--json", str(OUT / "remote_softmax.json"), "--out", "/tmp/serve_check/remote"]
