@@ -293,18 +293,21 @@ def _closest(group: list[Finding], verdict: Callable[[Finding], Verdict],
 def choose_units(spec: OpSpec, units: list[tuple[Case, tuple[str, ...]]], config: AuditConfig
                  ) -> list[tuple[Case, tuple[str, ...]]]:
     """The (case, calls) pairs to audit of one op's planned units: one dtype (unless asked for more), the
-    large case (unless --quick or --shape chose it already), no torch.compile calls (unless --compiled)."""
+    large case (unless --quick or --shape chose it already), no torch.compile calls (unless --compiled), no
+    call its spec marks `audit: false` (unless --impls names it)."""
     dtypes = list(dict.fromkeys(c.dtype for c, _ in units))
     if config.dtypes is None and dtypes:
         dtypes = [PREFERRED_DTYPE if PREFERRED_DTYPE in dtypes else dtypes[0]]
     compiled = {c.name for c, _ in spec.calls if c.compile}
+    # `audit: false` in the spec (SDPA's math backend, flex_attention): left out unless asked for by name.
+    unaudited = {c.name for c, _ in spec.calls if not c.audit} - set(config.impls or ())
     chosen = []
     for dtype in dtypes:
         cands = [(c, calls) for c, calls in units if c.dtype == dtype]
         if not (config.quick or config.shape):
             cands = [max(cands, key=lambda u: _size(spec, u[0]))]
         for case, calls in cands:
-            keep = tuple(n for n in calls if config.compiled or n not in compiled)
+            keep = tuple(n for n in calls if (config.compiled or n not in compiled) and n not in unaudited)
             if keep:
                 chosen.append((case, keep))
     return chosen

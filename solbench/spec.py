@@ -37,7 +37,7 @@ _REQUIRED = ("op", "summary", "dtypes", "inputs", "outputs", "flops", "bytes", "
              "reference", "baselines", "tolerance")
 _INPUT_KEYS = {"shape", "init", "dtype", "low", "high", "scale"}
 _OUTPUT_KEYS = {"shape", "dtype"}
-_CALL_KEYS = {"fn", "kwargs", "compile", "device", "dtype", "dtypes", "note"}
+_CALL_KEYS = {"fn", "kwargs", "compile", "device", "dtype", "dtypes", "note", "audit"}
 _TOL_KEYS = {"atol", "rtol", "norm"}
 _COMPILE_KEYS = {"mode", "dynamic", "fullgraph", "backend", "options"}
 INITS = ("randn", "uniform", "randint")   # or "module:function", a generator of the input
@@ -83,6 +83,7 @@ class CallSpec:
     dtype: str | None = None           # reference only: compute in this dtype
     dtypes: tuple[str, ...] | None = None   # only these case dtypes run this call (None: all)
     note: str = ""
+    audit: bool = True                 # false: `solbench audit` leaves it out unless --impls names it
 
     def runs_for(self, dtype: str) -> bool:
         return self.dtypes is None or dtype in self.dtypes
@@ -399,7 +400,12 @@ class _Parser:
         compile_, options = self.compile_field(value.get("compile", False), f"{field_}.compile")
         return CallSpec(name, self.string(value["fn"], f"{field_}.fn"), parsed, compile_, options,
                         device, dtype, self.call_dtypes(value.get("dtypes"), f"{field_}.dtypes"),
-                        str(value.get("note", "")))
+                        str(value.get("note", "")), self.flag(value.get("audit", True), f"{field_}.audit"))
+
+    def flag(self, value: Any, field_: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(field_, f"expected true or false, got {value!r}")
+        return value
 
     def compile_field(self, value: Any, field_: str) -> tuple[bool, dict[str, Any]]:
         """`compile: true`, or a mapping of torch.compile keyword arguments (mode, dynamic, fullgraph)."""

@@ -124,6 +124,11 @@ def test_a_spec_audit_field_names_a_bad_key():
     with pytest.raises(UserError) as e:
         spec.parse_text(text, Path("add.yaml"))
     assert "audit" in str(e.value) and "bites" in str(e.value)
+    bad_flag = text.replace("audit: {bites: x}\n", "").replace("eager: {fn: torch.add}", "eager: {fn: torch.add, audit: 0}")
+    assert "audit: 0" in bad_flag
+    with pytest.raises(UserError) as e:
+        spec.parse_text(bad_flag, Path("add.yaml"))
+    assert "baselines.eager.audit" in str(e.value)
 
 
 def test_a_call_that_launched_no_kernel_beside_profiled_ones_is_noted_not_an_error():
@@ -197,6 +202,26 @@ def test_the_large_case_in_one_dtype_without_compiled_baselines_by_default():
     assert "compiled" not in chosen[0][1] and "eager" in chosen[0][1]
     every = audit.choose_units(s, units, audit.AuditConfig(dtypes=("all",), compiled=True))
     assert {c.dtype for c, _ in every} == {"float32", "bfloat16"} and "compiled" in every[0][1]
+
+
+def test_calls_a_spec_marks_audit_false_are_left_out_unless_named():
+    s, units = _units("attention", plan.Selection(ops=("attention",)))
+    (case, calls), = audit.choose_units(s, units, audit.AuditConfig())
+    assert "math" not in calls and "flex" not in calls and "cudnn" in calls
+    (_, named), = audit.choose_units(s, units, audit.AuditConfig(impls=("math",)))
+    assert "math" in named
+
+
+def test_the_default_audit_is_the_call_set_of_the_committed_h200_run():
+    # results/h200/issue16/final named its calls with --impls; `solbench audit --ops all` now picks the same.
+    done = json.loads((Path(__file__).parent.parent / "results/h200/issue16/final/audit/audit.json").read_text())
+    committed = {(c["op"], c["case"], c["dtype"], c["impl"]) for c in done["calls"]}
+    chosen = set()
+    for op in spec.load_all():
+        s, units = _units(op, plan.Selection(ops=(op,)))
+        for case, calls in audit.choose_units(s, units, audit.AuditConfig()):
+            chosen |= {(op, case.label, case.dtype, impl) for impl in calls}
+    assert chosen == committed
 
 
 def test_quick_audits_the_small_first_case():
