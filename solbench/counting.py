@@ -34,6 +34,7 @@ from solbench.spec import OpSpec
 MAX_ATTEMPTS = 6
 WARMUP_CALLS = 1
 BATCH_CALLS = 24
+INTERRUPTED = "not counted: the audit was interrupted before this call"
 NO_KERNEL = "launched no GPU kernel inside its range (host-side work or copies only): nothing to count"
 
 
@@ -78,13 +79,14 @@ class Session:
     reports: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     passes: int = 0                        # ncu processes run so far (each names its files passN)
+    interrupted: bool = False              # Ctrl-C / SIGTERM: what was counted is kept, the rest is not run
 
     def to_json(self) -> dict[str, Any]:
         return {"ncu": self.ncu, "version": self.version, "metrics": list(self.metrics),
                 "byte_metrics": cnt.byte_metrics(self.metrics), "passes": self.passes, "device": self.device,
                 "reader": self.reader, "selection": self.selection, "nvtx_filter": ncu_mod.NVTX_FILTER,
                 "clock_control": "none", "cache_control": "all", "replay_mode": "kernel",
-                "reports": list(self.reports), "notes": list(self.notes)}
+                "reports": list(self.reports), "notes": list(self.notes), "interrupted": self.interrupted}
 
 
 def count_calls(sites: list[CallSite], ncu: Path, device: str, seed: int = 0, timeout_s: float = 1800.0,
@@ -106,14 +108,18 @@ def count_calls(sites: list[CallSite], ncu: Path, device: str, seed: int = 0, ti
     results: dict[int, Counted] = {}
     deadline = time.monotonic() + timeout_s
     for batch in batches(sites):
+        if session.interrupted:
+            results.update({s.index: Counted(s.index, error=INTERRUPTED) for s in batch})
+            continue
         results.update(_count_batch(batch, ncu, device, seed, deadline, work_dir, session, note))
     return results, session
 
 
-def batches(sites: list[CallSite], size: int = BATCH_CALLS) -> list[list[CallSite]]:
+def batches(sites: list[CallSite], size: int | None = None) -> list[list[CallSite]]:
     """The ncu processes to run: calls counted with the same metrics together, at most `size` to a
     process, so a process killed at the time limit (its report unwritten) costs one batch, not all. The
     cheap byte-only calls go first: when time runs short, what is lost is a few expensive calls."""
+    size = size or BATCH_CALLS
     out: list[list[CallSite]] = []
     for flops in (False, True):
         group = [s for s in sites if s.count_flops == flops]
@@ -132,10 +138,12 @@ def _count_batch(sites: list[CallSite], ncu: Path, device: str, seed: int, deadl
         done, retry, changed = _one_pass(pending, ncu, device, seed, left, work_dir, session.passes, session, note)
         session.passes += 1
         results.update(done)
-        if retry == pending and not changed:    # nothing moved on: give up on the rest rather than loop
+        if session.interrupted or (retry == pending and not changed):   # stop, or nothing moved on
+            pending = retry
             break
         pending = retry
-    why = "the time allowed (--timeout) ran out" if time.monotonic() >= deadline else "the profiling passes gave up"
+    why = ("the audit was interrupted" if session.interrupted else "the time allowed (--timeout) ran out"
+           if time.monotonic() >= deadline else "the profiling passes gave up")
     for s in pending:
         results.setdefault(s.index, Counted(s.index, error=f"not counted: {why} (see the ncu logs)"))
     return results
@@ -158,6 +166,9 @@ def _one_pass(sites: list[CallSite], ncu: Path, device: str, seed: int, timeout_
     command = ncu_mod.profile_command(ncu, metrics, report, target, session.selection == "nvtx")
     note(f"ncu pass {attempt + 1}: {len(sites)} calls ({'every metric' if flops else 'byte metrics only'})")
     profiled = ncu_mod.run_profile(command, stem.with_suffix(".log"), timeout_s, _env())
+    if profiled.interrupted:
+        session.interrupted = True
+        session.notes.append("interrupted: the calls counted so far are kept, the rest were not run")
     refused = profiled.unknown_metrics(metrics)
     if refused and not set(refused) & set(cnt.CORE_METRICS):
         session.metrics = [m for m in session.metrics if m not in refused]
@@ -191,7 +202,8 @@ def _settle(sites: list[CallSite], outcomes: dict[int, tuple[str, str]], kernels
         if died or not status:
             if not died:
                 died = True   # the process ended during this call: it is the culprit, the rest run again
-                why = "ran out of time" if profiled.returncode is None else f"exited {profiled.returncode}"
+                why = ("was interrupted" if profiled.interrupted else "ran out of time"
+                       if profiled.returncode is None else f"exited {profiled.returncode}")
                 done[s.index] = Counted(s.index, error=f"the profiled process {why} during this call: "
                                                        f"{_last_error(profiled)}")
             else:

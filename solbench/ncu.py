@@ -133,8 +133,9 @@ def profile_command(ncu: Path, metrics: list[str], report: Path, target: list[st
 class Profiled:
     """How one ncu process ended."""
 
-    returncode: int | None        # None: killed at the timeout
+    returncode: int | None        # None: killed at the timeout (or interrupted)
     log: str                      # ncu's and the target's stdout and stderr
+    interrupted: bool = False     # the caller was interrupted (Ctrl-C, SIGTERM): ncu was stopped
 
     @property
     def errors(self) -> list[str]:
@@ -165,20 +166,26 @@ def run_profile(command: list[str], log_path: Path, timeout_s: float, env: dict[
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         code: int | None
+        interrupted = False
         try:
             code = proc.wait(timeout=max(timeout_s, 1.0))
-        except subprocess.TimeoutExpired:
-            code = None
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=INTERRUPT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as exc:
+            # Either way ncu is asked to stop as Ctrl-C asks, so its report keeps what it profiled.
+            code, interrupted = None, isinstance(exc, KeyboardInterrupt)
+            _stop(proc)
     text = log_path.read_text(errors="replace")
     if code is None:
-        text += f"\n(interrupted after {timeout_s:.0f} s)"
-    return Profiled(code, text)
+        text += "\n(interrupted)" if interrupted else f"\n(interrupted after {timeout_s:.0f} s)"
+    return Profiled(code, text, interrupted)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=INTERRUPT_GRACE_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
 
 
 # ---------------------------------------------------------------- reading a report

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -468,6 +469,64 @@ def test_worker_markers_follow_the_flag_and_never_fire_on_a_cpu():
     assert _markers(WorkerJob(s, (), "cpu", info, peaks, TimingConfig(nvtx=True))).enabled is False
     assert _markers(WorkerJob(s, (), "cuda:0", info, peaks, TimingConfig(nvtx=True))).enabled is True
     assert _markers(WorkerJob(s, (), "cuda:0", info, peaks, TimingConfig())).enabled is False
+
+
+def _interrupt_at_pass(monkeypatch, n: int) -> None:
+    """run_profile as if Ctrl-C came during the n-th ncu process (which still wrote its report)."""
+    import dataclasses
+
+    from solbench import ncu
+
+    real, seen = ncu.run_profile, []
+
+    def run(*args, **kwargs):
+        p = real(*args, **kwargs)
+        seen.append(p)
+        return dataclasses.replace(p, returncode=None, interrupted=True) if len(seen) == n else p
+    monkeypatch.setattr(ncu, "run_profile", run)
+
+
+def test_an_interrupt_keeps_what_was_counted_and_runs_nothing_more(fake_ncu, monkeypatch, tmp_path):
+    monkeypatch.setattr(counting, "BATCH_CALLS", 1)
+    _interrupt_at_pass(monkeypatch, 2)
+    s = SpecSource.of(_add_spec())
+    sites = [counting.CallSite(i, s, "add", {"M": 16 * (i + 1), "N": 16}, "float32", "eager") for i in range(3)]
+    got, session = counting.count_calls(sites, fake_ncu, "cpu", work_dir=tmp_path / "w", timeout_s=300)
+    assert got[0].counters is not None                       # counted before the interrupt
+    assert got[1].counters is not None                       # its process wrote its report when stopped
+    assert got[2].counters is None and got[2].error == counting.INTERRUPTED
+    assert session.interrupted and session.passes == 2 and session.to_json()["interrupted"] is True
+
+
+def test_run_profile_stops_ncu_on_ctrl_c_and_says_so(tmp_path):
+    import _thread
+    import threading
+
+    child = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+             "print('started', flush=True); time.sleep(60)")
+    threading.Timer(1.0, _thread.interrupt_main).start()
+    t0 = time.monotonic()
+    from solbench import ncu
+
+    p = ncu.run_profile([sys.executable, "-c", child], tmp_path / "log", timeout_s=120)
+    assert p.interrupted and p.returncode is None and "(interrupted)" in p.log
+    assert time.monotonic() - t0 < 30
+
+
+def test_an_interrupted_audit_writes_what_it_counted_and_exits_130(fake_ncu, monkeypatch, tmp_path):
+    from tests import cheats
+
+    cheats.seed_cpu_peaks(tmp_path)
+    monkeypatch.setattr(counting, "require_cuda", lambda *a, **k: None)
+    monkeypatch.setattr(counting, "BATCH_CALLS", 1)
+    _interrupt_at_pass(monkeypatch, 1)
+    path = tmp_path / "a.json"
+    res = invoke("audit", "--ops", "add", "--impls", "eager,cuda", "--shape", "M=64,N=32", "--ncu", str(fake_ncu),
+                 "--out", str(tmp_path), "--json", str(path))
+    assert res.exit_code == 130, res.output
+    assert "audit interrupted" in res.output
+    data = json.loads(path.read_text())
+    assert data["session"]["interrupted"] is True and data["calls"][0]["counters"] is not None
 
 
 def test_audit_end_to_end_writes_its_file_prints_the_table_and_exits_by_verdict(fake_ncu, monkeypatch, tmp_path):

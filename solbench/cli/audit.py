@@ -3,10 +3,12 @@ counters table `run --counters` prints."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
+import signal
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 from rich.markup import escape
@@ -53,8 +55,12 @@ def audit(
         reports_dir=reports, cache_dir=out_dir / "cache")
     specs = load_specs(specs_dirs)
     command = " ".join(["solbench"] + [shlex.quote(a) for a in sys.argv[1:]])
-    with err.status("auditing under Nsight Compute...") as status:
-        result = audit_mod.run(config, specs, command, on_note=lambda m: status.update(escape(m)))
+    with err.status("auditing under Nsight Compute...") as status, _sigterm_interrupts():
+        try:
+            result = audit_mod.run(config, specs, command, on_note=lambda m: status.update(escape(m)))
+        except KeyboardInterrupt:
+            err.print("[red]audit interrupted before anything was counted[/]: no audit file written")
+            raise typer.Exit(130) from None
     created = result.created.replace("-", "").replace(":", "")
     paths = [audit_mod.write(result, out_dir / "audit" / f"{created}.json")]
     if json_path:
@@ -70,8 +76,27 @@ def audit(
               f"{s['flops_judged']} compute-bound, {s['flops_ok']} within {audit_mod.TOLERANCE:.0%}"
               f"{_explained(s['flops_explained'])}; {s['errors']} calls not counted", highlight=False)
     out.print("audit: " + ", ".join(str(p) for p in paths))
+    if result.session.get("interrupted"):
+        err.print("[yellow]audit interrupted[/]: the file holds the calls counted before it; the rest say so")
+        raise typer.Exit(130)
     if result.failed:
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a job runner's timeout) stops the audit as Ctrl-C does: what was counted is written."""
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:        # not the main thread: signals stay as they are
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _dtypes(names: Optional[tuple[str, ...]]) -> Optional[tuple[str, ...]]:
