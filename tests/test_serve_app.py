@@ -222,6 +222,25 @@ def test_a_crashed_worker_is_replaced(api: Api):
     assert ready["ready"] and ready["restarts"] == before + 1 and ready["worker_pid"] != pid
 
 
+def test_requests_handed_ahead_to_a_crashing_worker_run_on_the_next(tmp_path):
+    wide = Api(tmp_path, in_flight=4)
+    try:
+        assert wide.services.ops.window == 4
+
+        async def go() -> list[httpx.Response]:
+            fault = asyncio.create_task(wide.request("POST", "/v1/ops/test_fault", headers=wide.headers(),
+                                                     content=body(x=torch.randn(16))))
+            await asyncio.sleep(0.05)      # the fault is handed over first; these queue up behind it
+            rest = [wide.request("POST", "/v1/ops/softmax", headers=wide.headers(), content=body(x=torch.randn(2, 2)))
+                    for _ in range(4)]
+            return [await fault, *await asyncio.gather(*rest)]
+        fault, *rest = asyncio.run(go())
+        check_error(fault, 500, text="SIGSEGV")
+        assert [r.status_code for r in rest] == [200] * 4, [r.text for r in rest]
+    finally:
+        wide.services.stop()
+
+
 def test_429_with_retry_after(tight: Api):
     x = body(x=torch.randn(2, 2))
     statuses = [tight.call("POST", "/v1/ops/softmax", key=tight.slow, content=x) for _ in range(6)]

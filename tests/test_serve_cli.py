@@ -25,6 +25,7 @@ def invoke(*args: str, env: dict[str, str] | None = None):
     (["--device", "tpu"], "--device"),
     (["--gpu-memory", "2"], "--gpu-memory"),
     (["--queue", "0"], "--queue"),
+    (["--in-flight", "0"], "--in-flight"),
     (["--op-timeout", "0"], "--op-timeout"),
     (["--cpu-threads", "0"], "--cpu-threads"),
     (["--api-keys", "no-such-keys.txt"], "--api-keys"),

@@ -42,6 +42,8 @@ CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "4"))
 OFFERED = 1050.0
 # SERVE_SPEED_ONLY=1: warm-up and the speed step only (a short device call)
 SPEED_ONLY = os.environ.get("SERVE_SPEED_ONLY") == "1"
+# SERVE_IN_FLIGHT=N: the server's --in-flight (requests handed to the GPU worker ahead; default 2)
+IN_FLIGHT = int(os.environ.get("SERVE_IN_FLIGHT", "2"))
 # Knobs for a dry run on a machine without a GPU (SERVE_DEVICE=cpu SERVE_REQUESTS=500 SERVE_PROCS=1):
 DEVICE = os.environ.get("SERVE_DEVICE", "cuda:0")
 REQUESTS = int(os.environ.get("SERVE_REQUESTS", "10000"))
@@ -77,6 +79,7 @@ class Server:
         self.log = OUT / "serve_server.log"
         cmd = [sys.executable, "-m", "solbench", "serve", "--port", str(self.port), "--device", DEVICE,
                "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256", "--no-access-log",
+               "--in-flight", str(IN_FLIGHT),
                "--test-ops", "--out", str(work / "results")]
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -284,6 +287,7 @@ def speed(srv: Server, key: str, cases: list) -> None:
          closed_rate=round(closed.rate, 1), closed_p50_ms=closed.latency_ms.get("p50"),
          closed_p99_ms=closed.latency_ms.get("p99"))
     RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
+    RESULT["server_in_flight"] = IN_FLIGHT
 
 
 def remote(srv: Server, key: str) -> None:

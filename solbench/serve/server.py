@@ -40,6 +40,7 @@ class ServeConfig:
     tls_key: Path | None = None
     queue: int = 64
     run_queue: int = 4
+    in_flight: int = 2       # requests sent to the worker ahead of the one it runs (OpService's window)
     device: str = "auto"
     specs_dirs: tuple[Path, ...] = ()
     out_dir: Path = Path("results/serve")
@@ -65,7 +66,7 @@ class ServeConfig:
                             f"reaches the port can run work on the GPU", field="--api-keys")
         if not 0 < self.gpu_memory <= 1:
             raise UserError(f"must be a fraction in (0, 1], got {self.gpu_memory}", field="--gpu-memory")
-        for flag, value in (("--queue", self.queue), ("--run-queue", self.run_queue)):
+        for flag, value in (("--queue", self.queue), ("--run-queue", self.run_queue), ("--in-flight", self.in_flight)):
             if value < 1:
                 raise UserError(f"must be at least 1, got {value}", field=flag)
         if self.cpu_threads < 1:
@@ -120,7 +121,7 @@ def build(config: ServeConfig, specs: dict[str, OpSpec], make_config: MakeConfig
     keys = KeyRing.load(config.api_keys) if config.api_keys else None
     library = build_library(specs, config.test_ops)
     setup = WorkerSetup(config.device, library.sources(), config.load_library, config.cpu_threads)
-    ops = OpService(setup, config.queue, config.op_timeout, config.gpu_memory)
+    ops = OpService(setup, config.queue, config.op_timeout, config.gpu_memory, window=config.in_flight)
     runs = RunService(specs, make_config, config.run_queue, config.out_dir, served=lambda: ops.served)
     return Services(config, library, ops, runs, keys, Allowlist.parse(config.allow), RateLimiter(config.rate))
 
