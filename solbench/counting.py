@@ -138,10 +138,10 @@ def _count_batch(sites: list[CallSite], ncu: Path, device: str, seed: int, deadl
         done, retry, changed = _one_pass(pending, ncu, device, seed, left, work_dir, session.passes, session, note)
         session.passes += 1
         results.update(done)
-        if session.interrupted or (retry == pending and not changed):   # stop, or nothing moved on
-            pending = retry
-            break
+        stuck = retry == pending and not changed      # nothing moved on: give up on the rest rather than loop
         pending = retry
+        if session.interrupted or stuck:
+            break
     why = ("the audit was interrupted" if session.interrupted else "the time allowed (--timeout) ran out"
            if time.monotonic() >= deadline else "the profiling passes gave up")
     for s in pending:
@@ -302,7 +302,7 @@ def attach(records: list[Record], specs: dict[str, OpSpec], ncu: Path, device: s
         got = counted[site.index]
         if got.counters is None:
             rec.counters = {"error": got.error or got.note, "tool": tool}
-            rec.warnings.append(f"--counters: {got.error}")
+            rec.warnings.append(f"--counters: {got.error or got.note}")
             continue
         rec.counters = {**got.counters.to_json(), "tool": tool,
                         "bytes_ratio": _ratio(got.counters.dram_bytes, rec.bytes),
