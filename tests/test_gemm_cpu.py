@@ -65,7 +65,7 @@ def test_gemm_ops_are_in_the_table_with_their_schemas():
     assert ops["gemm_wgmma"].schema() == "gemm_wgmma(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_fp8"].schema() == ("gemm_fp8(Tensor a, Tensor w, Tensor? scale_a=None, "
                                         "Tensor? scale_b=None, str config='auto') -> Tensor")
-    assert ops["linear_residual"].schema() == "linear_residual(Tensor x, Tensor w, Tensor residual) -> Tensor"
+    assert ops["linear_residual"].schema() == "linear_residual(Tensor x, Tensor w, Tensor residual, str config='auto') -> Tensor"
     assert ops["sgemm"].schema() == "sgemm(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_mma"].schema() == "gemm_mma(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_decode_mma"].schema() == "gemm_decode_mma(Tensor a, Tensor w) -> Tensor"

@@ -327,3 +327,31 @@ def test_load_report_helpers():
     assert loadgen.device_ms(None) is None and loadgen.device_ms("worker;dur=2") is None
     p = loadgen.percentiles([float(i) for i in range(1, 101)])
     assert p["p50"] == 51 and p["p99"] == 100 and p["max"] == 100 and p["n"] == 100
+
+
+def test_the_workers_safetensors_writer_is_read_back_exactly_by_safetensors():
+    from safetensors.torch import load
+
+    from solbench.serve.tensors import encode_safetensors
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 5, generator=g)
+    outs = {"y": x.bfloat16(), "z": x.t(), "i": torch.arange(6).view(2, 3), "mask": x > 0,
+            "f8": x.to(torch.float8_e4m3fn), "scalar": torch.tensor(2.5), "none": torch.empty(0, 4),
+            "again": x.t()}                                   # non-contiguous, and the same tensor twice
+    back = load(bytes(encode_safetensors(outs)))
+    assert set(back) == set(outs)
+    for k, v in outs.items():
+        assert back[k].dtype == v.dtype and back[k].shape == v.shape, k
+        assert torch.equal(back[k].reshape(-1).view(torch.uint8), v.contiguous().reshape(-1).view(torch.uint8)), k
+    header_len = int.from_bytes(bytes(encode_safetensors(outs))[:8], "little")
+    assert header_len % 8 == 0
+
+
+def test_the_workers_writer_hands_unknown_dtypes_to_safetensors():
+    from safetensors.torch import load
+
+    from solbench.serve.tensors import encode_safetensors
+
+    x = torch.arange(4).to(torch.uint16)
+    assert torch.equal(load(bytes(encode_safetensors({"u": x, "f": x.float()})))["u"], x)

@@ -19,4 +19,4 @@ python3 -c "import fastapi, uvicorn, limits, safetensors, httpx, prometheus_clie
 { nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; date -u; } > "$OUT/env.txt"
 ( time solbench build ) > "$OUT/build.log" 2>&1 || { echo "kernel build failed"; tail -20 "$OUT/build.log"; exit 1; }
-timeout 280 python3 scripts/h200/serve_check.py "$OUT"
+timeout 420 python3 scripts/h200/serve_check.py "$OUT"

@@ -31,16 +31,22 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import httpx
-import torch
-import torch.nn.functional as F
-from safetensors.torch import load
+
+if __name__ == "__main__":
+    # Not in the load generator's processes: spawned, each imports this file again, and twelve of them
+    # importing torch at once took longer than the speed step's runs (the H200's session timed out).
+    import torch
+    import torch.nn.functional as F
+    from safetensors.torch import load
 
 from solbench.serve import auth, loadgen
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
-CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "4"))
+# 64 clients over 12 load-generator processes: with 4, each process at a core's limit set the pace
+# (1,284/s closed loop while the server's event loop was busy 47% of the time: run 3, cpu_use).
+CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "12"))
 OFFERED = 1050.0
-# SERVE_SPEED_ONLY=1: warm-up and the speed step only (a short device call)
+# SERVE_SPEED_ONLY=1: warm-up and the speed step only, without the 1,250/s run and py-spy (a short device call)
 SPEED_ONLY = os.environ.get("SERVE_SPEED_ONLY") == "1"
 # SERVE_IN_FLIGHT=N: the server's --in-flight (requests handed to the GPU worker ahead; default 2)
 IN_FLIGHT = int(os.environ.get("SERVE_IN_FLIGHT", "2"))
@@ -276,16 +282,21 @@ def speed(srv: Server, key: str, cases: list) -> None:
     # Judged at 1,050 offered (the target rate with 5% to spare); 1,250 says how far past it the server holds.
     open_loop = loadgen.run(loadgen.Plan(**{**fields, "rate": OFFERED}))
     RESULT[f"speed_open_loop_{OFFERED:.0f}"] = open_loop.to_json()
-    RESULT["speed_open_loop_1250"] = loadgen.run(loadgen.Plan(**{**fields, "rate": 1250.0})).to_json()
-    with profiled(srv, key):                    # where the server's time goes, if py-spy is here
+    if not SPEED_ONLY:        # how far past the target the server holds (left out of the short call)
+        RESULT["speed_open_loop_1250"] = loadgen.run(loadgen.Plan(**{**fields, "rate": 1250.0})).to_json()
+    pids = {"server": srv.proc.pid, "worker": memory(srv, key)["worker_pid"]}
+    with cpu_use(pids) as use:                  # is the server's event loop the limit? (CPU s per s)
         closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
-    RESULT["speed_closed_loop"] = closed.to_json()
+    RESULT["speed_closed_loop"] = {**closed.to_json(), "cpu_use": use}
+    if not SPEED_ONLY:
+        with profiled(srv, key):                # where the server's time goes, if py-spy is here
+            loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
     target = open_loop.rate >= 1000 and open_loop.latency_ms.get("p99", 1e9) <= 25 and open_loop.unexpected == 0
     step("speed_target", target, offered=OFFERED, rate=round(open_loop.rate, 1), p50_ms=open_loop.latency_ms.get("p50"),
          p99_ms=open_loop.latency_ms.get("p99"), device_p50_ms=open_loop.device_ms.get("p50"),
          overhead_p50_ms=open_loop.overhead_ms.get("p50"), overhead_p99_ms=open_loop.overhead_ms.get("p99"),
          closed_rate=round(closed.rate, 1), closed_p50_ms=closed.latency_ms.get("p50"),
-         closed_p99_ms=closed.latency_ms.get("p99"))
+         closed_p99_ms=closed.latency_ms.get("p99"), cpu_use=RESULT["speed_closed_loop"]["cpu_use"])
     RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
     RESULT["server_in_flight"] = IN_FLIGHT
 
@@ -301,6 +312,43 @@ def remote(srv: Server, key: str) -> None:
         step("remote_run", res.returncode == 0, rc=res.returncode, tail=res.stdout[-600:])
     except subprocess.TimeoutExpired:
         step("remote_run", False, rc="timeout after 100 s")
+
+
+def _cpu_ticks(pid: int) -> dict[str, int]:
+    """utime + stime of each thread of `pid`, by thread name (the server's main thread runs the event loop)."""
+    out: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out["main" if task.name == str(pid) else f"{name}:{task.name}"] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def _machine_busy_ticks() -> int:
+    """All CPUs' busy time (user, nice, system, irq, softirq, steal) from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields[:8]) - fields[3] - fields[4]      # less idle and iowait (guest time is in user)
+
+
+@contextlib.contextmanager
+def cpu_use(pids: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """CPU seconds per second of each process and of its busiest threads while the block runs."""
+    use: dict[str, Any] = {}
+    t0, before = time.monotonic(), {name: _cpu_ticks(pid) for name, pid in pids.items()}
+    busy0 = _machine_busy_ticks()
+    yield use
+    dt, hz = time.monotonic() - t0, os.sysconf("SC_CLK_TCK")
+    # Everything else busy on the machine is the load generator's processes (nothing else runs here).
+    use["machine_busy_cores"] = round((_machine_busy_ticks() - busy0) / hz / dt, 2)
+    use["cores"] = os.cpu_count()
+    for name, pid in pids.items():
+        after = _cpu_ticks(pid)
+        per = {t: (after[t] - before[name].get(t, 0)) / hz / dt for t in after}
+        use[name] = {"total": round(sum(per.values()), 3),
+                     "threads": {t: round(v, 3) for t, v in sorted(per.items(), key=lambda kv: -kv[1])[:5]}}
 
 
 @contextlib.contextmanager

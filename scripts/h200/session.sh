@@ -15,7 +15,9 @@
 #   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
-#   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl)
+#   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
+#   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8)
+#   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
 #   audit    scripts/h200/audit.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 COLUMNS=200 SOLBENCH_KERNELS_CACHE=$PWD/.kcache
@@ -83,13 +85,35 @@ stage_flex() {  # the torch.compile'd flex_attention baseline beside cuDNN (each
 stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; then the gemm op's own
   # wgmma impls at 4096^3 right after hgemm_mma_bk64 (as the full run orders them), and with --timer cupti
   timeout 200 solbench run --specs scripts/tune/specs --ops gemm_configs --budget 0.3 --json "$OUT/gemm_configs.json" --out $RUNS
+  python3 scripts/h200/gemm_configs_summary.py "$OUT/gemm_configs.json"
+  [ "${SWEEP_ORDER:-0}" = 1 ] || return 0     # SWEEP_ORDER=1: also the two order checks below
   timeout 90 solbench run --ops gemm --dtypes bfloat16,float8_e4m3fn --shape M=4096,N=4096,K=4096 \
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --json "$OUT/gemm_order.json" --out $RUNS
   timeout 90 solbench run --ops gemm --dtypes bfloat16,float8_e4m3fn --shape M=4096,N=4096,K=4096 \
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
 }
+stage_residual() {  # solbench run of linear_residual alone (its three impls)
+  timeout 150 solbench run --ops linear_residual --dtypes bfloat16 --impls unfused,addmm,fused --budget 0.4 \
+    --json "$OUT/linear_residual.json" --out $RUNS
+  python3 scripts/h200/gemm_summary.py "$OUT/linear_residual.json"
+}
+stage_rsweep() {  # linear_residual's tile configurations beside torch.addmm, timed by solbench run
+  timeout 150 solbench run --specs scripts/tune/specs --ops linear_residual_configs --budget 0.3 \
+    --json "$OUT/linear_residual_configs.json" --out $RUNS
+  python3 scripts/h200/gemm_configs_summary.py "$OUT/linear_residual_configs.json"
+  timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gemm.py -k "linear_residual" -rfE 2>&1 | tail -4
+}
 stage_gate() { GATE_LIMIT_S=${GATE_LIMIT_S:-320} GATE_INSTALL=0 bash scripts/h200/gate.sh; }
 stage_serve() { bash scripts/h200/serve.sh; }
+stage_serve8() { SERVE_IN_FLIGHT=8 bash scripts/h200/serve.sh; }   # the same with --in-flight 8 (the A/B)
+stage_gemmtests() {  # the GEMM family's GPU tests alone
+  timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py --junitxml "$OUT/gemm_tests.xml" \
+    -o junit_family=xunit1 -rfE 2>&1 | tail -20
+}
+stage_gridtest() {  # the GPU test for the per-configuration grid memo (issue 13's c1 slowdown)
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gemm.py -k own_grid -rfE 2>&1 | tail -8
+}
+stage_gemmprobe() { timeout 200 python3 scripts/tune/gemm_timing_probe.py --json "$OUT/gemm_timing_probe.json"; }
 stage_audit() { bash scripts/h200/audit.sh; }
 
 for s in "$@"; do

@@ -28,7 +28,7 @@ class Metrics:
                               registry=r)
         self.queue = Gauge("solbench_queue_depth", "Requests queued or running, by device", ["device"], registry=r)
         self.memory = Gauge("solbench_device_memory_allocated_bytes",
-                            "torch.cuda.memory_allocated() in the device's worker after its last request",
+                            "torch.cuda.memory_allocated() in the device's worker, reported after a request at most every 0.25 s",
                             ["device"], registry=r)
         self.runs = Gauge("solbench_runs_queued", "Benchmark runs queued or running", registry=r)
 

@@ -77,7 +77,7 @@ class OpService:
         self.start_error: str | None = None
         self.restarts = 0
         self.served = 0
-        self.last_memory = 0          # torch.cuda.memory_allocated() after the worker's last request
+        self.last_memory = 0          # torch.cuda.memory_allocated() as the worker last reported it
         self._cond = threading.Condition()
         self._pending: deque[_Job] = deque()
         self._inflight: deque[_Job] = deque()

@@ -24,6 +24,7 @@ from solbench.serve.oplib import KERNELS_PREFIX, OpLibrary
 
 IDLE_TRIM_S = 1.0          # idle this long: empty the caching allocator
 EXIT_STICKY = 70           # exit code after a sticky CUDA error
+MEMORY_EVERY_S = 0.25      # a reply carries memory_allocated at most this often
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class _State:
     cuda: bool
     fns: dict[tuple[str, str], Callable[..., Any]] = field(default_factory=dict)
     trimmed: bool = True
+    memory_at: float = 0.0          # when a reply last carried memory_allocated
 
 
 def main(setup: WorkerSetup, requests: Any, replies: Any) -> None:
@@ -163,8 +165,12 @@ def _answer(state: _State, meta: dict[str, Any], body: bytes) -> tuple[dict[str,
         return _failure(state, meta, exc), b""
     reply = {"type": "op", "id": meta["id"], "ok": True, "body": True, "kernel_s": kernel_s,
              "worker_s": time.perf_counter() - started}
-    if state.cuda:
+    now = time.monotonic()
+    if state.cuda and now - state.memory_at >= MEMORY_EVERY_S:
+        # For the server's memory gauge. memory_allocated() builds the allocator's whole statistics
+        # dict: asked after every request it was 15% of this process's time at 1,000 requests/s.
         reply["memory_allocated"] = state.torch.cuda.memory_allocated()
+        state.memory_at = now
     return reply, out
 
 

@@ -40,7 +40,39 @@ def tensors_from_json(values: Mapping[str, list[Any]],
     return out
 
 
-def encode_safetensors(outputs: Mapping[str, Any]) -> bytes:
+def encode_safetensors(outputs: Mapping[str, Any]) -> bytearray:
+    """The outputs in the safetensors format, written straight into one buffer: one copy of each tensor's
+    bytes (safetensors' own save made three and was a sixth of the GPU worker's time per request)."""
+    import torch
+
+    names = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+             torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+             torch.bool: "BOOL", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
+    if any(v.dtype not in names for v in outputs.values()):
+        return bytearray(_encode_with_safetensors(outputs))
+    header: dict[str, Any] = {}
+    flat: list[Any] = []
+    offset = 0
+    for k, v in outputs.items():
+        raw = v.contiguous().reshape(-1).view(torch.uint8)
+        header[k] = {"dtype": names[v.dtype], "shape": list(v.shape), "data_offsets": [offset, offset + raw.numel()]}
+        flat.append(raw)
+        offset += raw.numel()
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)             # the data starts 8-byte aligned, as safetensors writes it
+    buf = bytearray(8 + len(text) + offset)
+    buf[:8] = len(text).to_bytes(8, "little")
+    buf[8:8 + len(text)] = text
+    at = 8 + len(text)
+    for raw in flat:
+        n = raw.numel()
+        if n:
+            buf[at:at + n] = raw.numpy().data
+        at += n
+    return buf
+
+
+def _encode_with_safetensors(outputs: Mapping[str, Any]) -> bytes:
     from safetensors.torch import save
 
     # safetensors refuses tensors that share memory (an op may return one tensor twice): copy those.

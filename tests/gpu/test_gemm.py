@@ -30,6 +30,7 @@ ODD = [(1, 256, 512), (33, 1000, 264), (1000, 1000, 1000), (129, 264, 4104), (77
        (64, 128, 8), (5, 40, 16)]   # K = 8, 16: rows narrower than one 64-wide TMA box
 WGMMA_CONFIGS = ["auto", "128x256_s4_c2", "128x256_s3_c2", "128x256_s4_c1", "128x256_s3_c1",
                  "128x128_s6_c2", "128x128_s6_c1", "direct_store"]
+RESIDUAL_CONFIGS = ["auto", "128x256_s3_c2", "128x256_s3_c1", "128x128_s6_c1", "direct_store"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -215,6 +216,15 @@ def test_linear_residual(m, n, k, dtype):
     assert_normwise(out, reference(x, w, r), TOL[dtype], f"linear_residual {m}x{n}x{k}")
 
 
+@pytest.mark.parametrize("m,n,k", [(33, 1000, 264), (300, 520, 4104), (1000, 1000, 1000)])
+@pytest.mark.parametrize("config", RESIDUAL_CONFIGS)
+def test_linear_residual_configs(m, n, k, config):
+    x, w, r = (rand((m, k), torch.bfloat16, 22), rand((n, k), torch.bfloat16, 23),
+               rand((m, n), torch.bfloat16, 24))
+    out = kernels_ext.linear_residual(x, w, r, config)
+    assert_normwise(out, reference(x, w, r), TOL[torch.bfloat16], f"linear_residual {config} {m}x{n}x{k}")
+
+
 def test_empty_and_k_zero_shapes():
     a, w = torch.empty((0, 8), device=DEV, dtype=torch.bfloat16), rand((16, 8), torch.bfloat16, 21)
     assert kernels_ext.gemm(a, w).shape == (0, 16)
@@ -267,3 +277,33 @@ def test_hopper_variants_refuse_other_gpus():
     a, w = rand((64, 64), torch.bfloat16, 35), rand((64, 64), torch.bfloat16, 36)
     with pytest.raises(NotImplementedError, match="9.0"):
         kernels_ext.gemm_wgmma(a, w)
+
+
+@needs_hopper
+def test_a_configuration_keeps_its_own_grid_whatever_ran_before():
+    """The persistent grid's size is memoised per tile configuration. Keyed on the kernel's type (which
+    every configuration shares), the first configuration launched fixed the grid of all later ones: an
+    unpaired kernel after a 2-CTA one ran on half the SMs at 0.56x. Time each unpaired configuration
+    before and after its 2-CTA twin, in both orders, in this one process."""
+    a = torch.randn(4096, 4096, device=DEV).to(torch.bfloat16)
+    w = torch.randn(4096, 4096, device=DEV).to(torch.bfloat16)
+
+    def ms(config: str) -> float:
+        for _ in range(3):
+            kernels_ext.gemm_wgmma(a, w, config)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            kernels_ext.gemm_wgmma(a, w, config)
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 10
+
+    for c1, c2 in (("128x256_s4_c1", "128x256_s4_c2"), ("128x128_s6_c1", "128x128_s6_c2")):
+        before = ms(c1)
+        ms(c2)
+        after = ms(c1)
+        twin = ms(c2)
+        assert after < 1.2 * before and before < 1.2 * after, (c1, before, after)
+        # An unpaired grid of half the SMs would run at about half the paired kernel's speed.
+        assert after < 1.5 * twin, (c1, after, c2, twin)

@@ -142,12 +142,14 @@ at::Tensor gemm_decode_mma(const at::Tensor& a, const at::Tensor& w) {
   });
 }
 
-at::Tensor linear_residual(const at::Tensor& x, const at::Tensor& w, const at::Tensor& residual) {
+at::Tensor linear_residual(const at::Tensor& x, const at::Tensor& w, const at::Tensor& residual,
+                           c10::string_view config) {
+  gemm::WgmmaOptions opt;
+  opt.config = parse_config("linear_residual", config, gemm::kNumWgmmaConfigs, gemm::wgmma_config_name);
   at::Tensor out = at::empty_like(residual, at::MemoryFormat::Contiguous);
   if (out.numel() == 0) return out;
   if (x.size(1) == 0) return out.copy_(residual);
-  raise_if_failed(gemm::launch_linear_residual(half_dtype(x), matmul_args(x, w, out, &residual),
-                                               gemm::WgmmaOptions{}, stream()),
+  raise_if_failed(gemm::launch_linear_residual(half_dtype(x), matmul_args(x, w, out, &residual), opt, stream()),
                   "linear_residual");
   return out;
 }

@@ -291,8 +291,12 @@ Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
 template <class T, bool kResidual>
 Status run_mma_config(const MatmulArgs& g, MmaConfig config, cudaStream_t stream) {
   if (!rows_vectorizable(g)) return run_mma<T, Tiling<32>, false, kResidual>(g, stream);
-  if constexpr (!kResidual) {   // the residual epilogue runs the measured 32-k tiling only
-    if (config == MmaConfig::kBk64) return run_mma<T, Tiling<64>, true, false>(g, stream);
+  if constexpr (!kResidual) {   // the residual epilogue runs the 32-k tiling only
+    // auto: bk64 (0.50-0.57x cuBLAS vs bk32's 0.36-0.40x, results/h200/issue13/gemm.json) where
+    // its stages fit in one block's shared memory (not on sm_80's 163 KiB or sm_86/89's 99 KiB).
+    const bool bk64 = config == MmaConfig::kBk64 ||
+                      (config == MmaConfig::kAuto && max_smem_optin() >= Tiling<64>::kSmemBytes);
+    if (bk64) return run_mma<T, Tiling<64>, true, false>(g, stream);
   }
   return run_mma<T, Tiling<32>, true, kResidual>(g, stream);
 }
@@ -327,7 +331,6 @@ const char* mma_config_name(MmaConfig c) {
   return "unknown";
 }
 
-// auto: bk32, the measured tiling (see the top of this file), until bk64 has been timed.
 Status launch_hgemm_mma(DType dt, const MatmulArgs& args, cudaStream_t stream, MmaConfig config) {
   return dispatch_mma<false>(dt, args, config, stream);
 }

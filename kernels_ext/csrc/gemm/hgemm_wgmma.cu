@@ -63,22 +63,18 @@ Status require_sm90(const char* variant) {
 }
 
 // The tile configuration for a shape, by how many SMs each choice keeps busy: 128x256 tiles
-// (the best ratio of math to shared-memory traffic) when they fill the machine, on 2-CTA
-// clusters when there are two M-tiles to pair; 128x128 when 128x256 would leave SMs idle.
-// Why not the unclustered configurations (c1), although timed from a plain script they are
-// level or ~1% ahead (scripts/tune/gemm_configs.py, results/h200/issue13/gemm_configs_tune.txt:
-// 4096^3 s3_c1 174.9 us, s4_c2 177.4, cuBLAS 173.9): under `solbench run` every c1 configuration
-// runs at 0.55-0.60x cuBLAS at 4096^3, 8192^3 and 4096x8192x8192 -- events and CUPTI kernel
-// time alike, in a worker or in-process -- while the 2-CTA ones run at 0.91-1.00x
-// (results/h200/issue13/gemm_configs.json; the cause is not found yet, see the gemm README).
-// s4_c2 is the choice that holds up in both: 0.999-1.08x cuBLAS in results/h200/issue13/gemm.json.
+// (the best ratio of math to shared-memory traffic) when they fill the machine, 128x128 when
+// 128x256 would leave SMs idle (on 2-CTA clusters when there are two M-tiles to pair: half the
+// L2 reads of W). The big tiles run unpaired, 4 stages for K <= 4096 and 3 beyond: timed by
+// solbench run (results/h200/issue13/gemm_configs_fixed.json; x cuBLAS at 4096^3 / 8192^3 /
+// 4096x8192x8192): s4_c1 1.005 / 1.005 / 0.990, s3_c1 1.002 / 1.022 / 0.990, s4_c2 1.002 /
+// 1.003 / 0.993. (Until the grid memo was keyed per configuration, every unpaired kernel
+// launched after a paired one ran on half the SMs at 0.56x, which had made c2 the pick.)
 WgmmaConfig pick_wgmma_config(const MatmulArgs& a, int sms) {
   if (!c_allows_tma_store(a)) return WgmmaConfig::kDirectStore;
   const int64_t tiles_m = ceil_div64(a.m, 128);
   const int64_t big = tiles_m * ceil_div64(a.n, 256);
-  if (big >= sms) {
-    return tiles_m >= 2 ? WgmmaConfig::k128x256_s4_c2 : WgmmaConfig::k128x256_s4_c1;
-  }
+  if (big >= sms) return a.k > 4096 ? WgmmaConfig::k128x256_s3_c1 : WgmmaConfig::k128x256_s4_c1;
   return tiles_m >= 2 ? WgmmaConfig::k128x128_s6_c2 : WgmmaConfig::k128x128_s6_c1;
 }
 

@@ -25,10 +25,12 @@ Status launch_linear_residual(DType dt, const MatmulArgs& args, const WgmmaOptio
     if (!tma_epilogue_ok(args)) {
       c = WgmmaConfig::kDirectStore;
     } else if (tiles_m * ceil_div64(args.n, 256) >= sm_count()) {
-      // Unpaired CTAs for K <= 4096, 2-CTA clusters for longer K (3 stages only: the residual
-      // tile shares the staging). Unlike hgemm_wgmma's unpaired pick, this one holds up inside a
-      // full run: 747-753 TFLOP/s at K = 4096, 1.08-1.12x the unfused pair (results/h200/issue13/gemm.json).
-      c = tiles_m >= 2 && args.k > 4096 ? WgmmaConfig::k128x256_s3_c2 : WgmmaConfig::k128x256_s3_c1;
+      // 3 stages (the residual tile shares the staging); unpaired, except for the largest
+      // problems with long K. Timed by solbench run beside torch.addmm
+      // (results/h200/issue13/linear_residual_configs.json, x addmm, s3_c1 / s3_c2): 4096^3
+      // 1.078 / 1.064, 4096x8192x8192 1.107 / 1.089, 8192^3 0.997 / 1.046.
+      const int64_t tiles = tiles_m * ceil_div64(args.n, 256);
+      c = tiles >= 2048 && args.k > 4096 ? WgmmaConfig::k128x256_s3_c2 : WgmmaConfig::k128x256_s3_c1;
     } else {
       c = WgmmaConfig::k128x128_s6_c1;
     }

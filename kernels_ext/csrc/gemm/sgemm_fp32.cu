@@ -267,9 +267,9 @@ Status launch_sgemm(const MatmulArgs& g, cudaStream_t stream, SgemmConfig config
   p.tiles_n = static_cast<int>((g.n + kBN - 1) / kBN);
   const int64_t blocks = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
   if (blocks >= (int64_t{1} << 31)) return fail("sgemm_fp32: too many tiles");
-  // auto: the measured loader (bk16; see the top of this file) until bk32 has been timed.
-  if (config == SgemmConfig::kBk32) return run_sgemm<Loader32>(p, stream);
-  return run_sgemm<Loader16>(p, stream);
+  // auto: bk32, 0.84-0.85x cuBLAS fp32 vs bk16's 0.82x (results/h200/issue13/gemm.json).
+  if (config == SgemmConfig::kBk16) return run_sgemm<Loader16>(p, stream);
+  return run_sgemm<Loader32>(p, stream);
 }
 
 }  // namespace sk::gemm

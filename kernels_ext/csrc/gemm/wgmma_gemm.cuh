@@ -536,8 +536,12 @@ inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // always SMs / cluster size: a cluster's CTAs must share a GPC, and a GPC with an odd number of
 // usable SMs leaves one idle -- a grid larger than what fits would run its last clusters as a
 // second, nearly empty wave. The answer is a property of the device and the kernel, so it is
-// memoised per device (one slot per kernel instantiation and device; 0 = not asked yet).
-template <class Kernel>
+// memoised per device (0 = not asked yet), in one table per configuration: keyed on Cfg, not on
+// the kernel's type, which every configuration shares (same parameters). Keyed on the type, the
+// first configuration a process launched fixed every later one's grid: after a 2-CTA kernel
+// (66 clusters), an unpaired one ran 66 CTAs on 132 SMs at 0.56x; after an unpaired one, a
+// 2-CTA grid asked for 264 CTAs and ran as two waves (issue 13, scripts/tune/gemm_timing_probe.py).
+template <class Cfg, class Kernel>
 int resident_clusters(Kernel kernel, const cudaLaunchConfig_t* cfg, int cluster) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> memo[kMaxDevices] = {};
@@ -653,7 +657,7 @@ Status run_wgmma_gemm(const MatmulArgs& g, const float* scale_a, const float* sc
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = Cfg::kCluster > 1 ? 1 : 0;
-  int clusters = resident_clusters(kernel, &cfg, Cfg::kCluster);
+  int clusters = resident_clusters<Cfg>(kernel, &cfg, Cfg::kCluster);
   if (clusters <= 0) return fail("cannot query the device's multiprocessor count", cudaErrorNoDevice);
   if (opt.max_ctas > 0) clusters = std::max(1, opt.max_ctas / Cfg::kCluster);
   if (clusters > p.total) clusters = p.total;
