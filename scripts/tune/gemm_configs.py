@@ -82,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m}x{n}x{k:<6} {dtype:14} {config:14} {sb * 1e6:8.1f}us {(db or 0) * 1e6:8.1f}us "
               f"{bb * 1e6:8.1f}us  {tflops(flop, sb)} {tflops(flop, db)} {tflops(flop, bb)}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows)
     return 0
+
+
+def write_rows(path: str, rows: list[dict]) -> None:
+    """A tuning script's rows, with the torch version and device they were timed with."""
+    with open(path, "w") as f:
+        json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ which part of it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
@@ -29,6 +28,8 @@ from solbench.inputs import make_inputs
 from solbench.job import Case
 from solbench.measure import bench
 from solbench.worker import INPUT_SETS
+
+from gemm_configs import write_rows   # scripts/tune/, this script's folder
 
 SETS = INPUT_SETS
 
@@ -98,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         cols = " ".join(f"{flop / r[c + '_s'] / 1e12:10.1f}" for c in ("plain", "spec", "rotated", "rot_randn", "big"))
         print(f"{r['dtype']:9} {r['kernel']:16} {cols}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        write_rows(args.json, rows)
     return 0
 
 
