@@ -310,3 +310,29 @@ def test_keys_never_appear_in_logs(api: Api, caplog: pytest.LogCaptureFixture):
     assert "401" in caplog.text                            # the rejection was logged...
     for secret in (api.key, api.other, "sbk_a-wrong-key-that-must-not-be-logged"):
         assert secret not in caplog.text                   # ...without the key
+
+
+def test_two_workers_share_the_load_and_one_crash_costs_only_its_own(tmp_path):
+    pool = Api(tmp_path, workers=2)
+    try:
+        ready = pool.call("GET", "/readyz", key=None).json()
+        pids = ready["worker_pids"]
+        assert len(pids) == 2 and len(set(pids)) == 2 and None not in pids, ready
+        x = body(x=torch.randn(64, 256))
+        assert [r.status_code for r in pool.many(24, "/v1/ops/softmax", content=x)] == [200] * 24
+        assert all(m.served > 0 for m in pool.services.ops.members), [m.served for m in pool.services.ops.members]
+        assert pool.call("GET", "/readyz", key=None).json()["served"] >= 24
+
+        memory = pool.call("GET", "/readyz", key=None, params={"memory": 1}).json()["worker"]
+        assert len(memory["workers"]) == 2 and memory["rss_bytes"] == sum(w["rss_bytes"] for w in memory["workers"])
+
+        huge = body(a=torch.randn(200_000, 1).bfloat16(), w=torch.randn(200_000, 1).bfloat16())
+        check_error(pool.call("POST", "/v1/ops/gemm", content=huge), 422, "inputs", "shared by 2 workers")
+
+        check_error(pool.call("POST", "/v1/ops/test_fault", content=body(x=torch.randn(16))), 500, text="SIGSEGV")
+        assert [r.status_code for r in pool.many(8, "/v1/ops/softmax", content=x)] == [200] * 8
+        assert pool.services.ops.wait_ready(120)
+        after = pool.call("GET", "/readyz", key=None).json()
+        assert after["restarts"] == 1 and len(set(after["worker_pids"]) & set(pids)) == 1, (pids, after)
+    finally:
+        pool.services.stop()

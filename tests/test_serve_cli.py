@@ -26,6 +26,7 @@ def invoke(*args: str, env: dict[str, str] | None = None):
     (["--gpu-memory", "2"], "--gpu-memory"),
     (["--queue", "0"], "--queue"),
     (["--in-flight", "0"], "--in-flight"),
+    (["--workers", "0"], "--workers"),
     (["--op-timeout", "0"], "--op-timeout"),
     (["--cpu-threads", "0"], "--cpu-threads"),
     (["--api-keys", "no-such-keys.txt"], "--api-keys"),

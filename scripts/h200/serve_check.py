@@ -50,6 +50,8 @@ OFFERED = 1050.0
 SPEED_ONLY = os.environ.get("SERVE_SPEED_ONLY") == "1"
 # SERVE_IN_FLIGHT=N: the server's --in-flight (requests handed to the GPU worker ahead; default 2)
 IN_FLIGHT = int(os.environ.get("SERVE_IN_FLIGHT", "2"))
+# SERVE_WORKERS=N: the server's --workers (GPU worker processes for the device; default 1)
+WORKERS = int(os.environ.get("SERVE_WORKERS", "1"))
 # Knobs for a dry run on a machine without a GPU (SERVE_DEVICE=cpu SERVE_REQUESTS=500 SERVE_PROCS=1):
 DEVICE = os.environ.get("SERVE_DEVICE", "cuda:0")
 REQUESTS = int(os.environ.get("SERVE_REQUESTS", "10000"))
@@ -85,7 +87,7 @@ class Server:
         self.log = OUT / "serve_server.log"
         cmd = [sys.executable, "-m", "solbench", "serve", "--port", str(self.port), "--device", DEVICE,
                "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256", "--no-access-log",
-               "--in-flight", str(IN_FLIGHT),
+               "--in-flight", str(IN_FLIGHT), "--workers", str(WORKERS),
                "--test-ops", "--out", str(work / "results")]
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -186,6 +188,7 @@ def memory(srv: Server, key: str) -> dict[str, Any]:
     w = doc.get("worker", {})
     return {"memory_allocated": w.get("memory_allocated"), "memory_reserved": w.get("memory_reserved"),
             "worker_rss": w.get("rss_bytes"), "nvml_used": nvml_used(), "worker_pid": doc.get("worker_pid"),
+            "worker_pids": doc.get("worker_pids"),
             "restarts": doc.get("restarts")}
 
 
@@ -266,7 +269,7 @@ def run_steps(srv: Server, key: str) -> None:
     recovered = time.monotonic() - t
     mem2 = memory(srv, key)
     step("fault_then_ok", r.status_code == 500 and after == [200] * 20 and mem2["restarts"] == mem["restarts"] + 1
-         and mem2["worker_pid"] != mem["worker_pid"], status=r.status_code, answer=r.json(), after=after,
+         and set(mem2["worker_pids"]) != set(mem["worker_pids"]), status=r.status_code, answer=r.json(), after=after,
          seconds_to_serve_again=round(recovered, 2), restarts=mem2["restarts"])
     speed(srv, key, cases)
     remote(srv, key)
@@ -284,7 +287,8 @@ def speed(srv: Server, key: str, cases: list) -> None:
     RESULT[f"speed_open_loop_{OFFERED:.0f}"] = open_loop.to_json()
     if not SPEED_ONLY:        # how far past the target the server holds (left out of the short call)
         RESULT["speed_open_loop_1250"] = loadgen.run(loadgen.Plan(**{**fields, "rate": 1250.0})).to_json()
-    pids = {"server": srv.proc.pid, "worker": memory(srv, key)["worker_pid"]}
+    workers = memory(srv, key)["worker_pids"]
+    pids = {"server": srv.proc.pid, **{("worker" if len(workers) == 1 else f"worker{i}"): p for i, p in enumerate(workers)}}
     with cpu_use(pids) as use:                  # is the server's event loop the limit? (CPU s per s)
         closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
     RESULT["speed_closed_loop"] = {**closed.to_json(), "cpu_use": use}
@@ -299,6 +303,7 @@ def speed(srv: Server, key: str, cases: list) -> None:
          closed_p99_ms=closed.latency_ms.get("p99"), cpu_use=RESULT["speed_closed_loop"]["cpu_use"])
     RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
     RESULT["server_in_flight"] = IN_FLIGHT
+    RESULT["server_workers"] = WORKERS
 
 
 def remote(srv: Server, key: str) -> None:

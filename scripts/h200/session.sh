@@ -16,7 +16,7 @@
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
-#   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8)
+#   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
 #   audit    scripts/h200/audit.sh
 set -uo pipefail
@@ -106,6 +106,7 @@ stage_rsweep() {  # linear_residual's tile configurations beside torch.addmm, ti
 stage_gate() { GATE_LIMIT_S=${GATE_LIMIT_S:-320} GATE_INSTALL=0 bash scripts/h200/gate.sh; }
 stage_serve() { bash scripts/h200/serve.sh; }
 stage_serve8() { SERVE_IN_FLIGHT=8 bash scripts/h200/serve.sh; }   # the same with --in-flight 8 (the A/B)
+stage_serve2w() { SERVE_WORKERS=2 bash scripts/h200/serve.sh; }    # the same with --workers 2
 stage_gemmtests() {  # the GEMM family's GPU tests alone
   timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py --junitxml "$OUT/gemm_tests.xml" \
     -o junit_family=xunit1 -rfE 2>&1 | tail -20

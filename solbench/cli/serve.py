@@ -35,6 +35,8 @@ def serve(
     run_queue: int = typer.Option(4, "--run-queue", help="Benchmark runs that may wait (503 beyond)."),
     in_flight: int = typer.Option(2, "--in-flight", help="Op requests handed to the GPU worker ahead of the one "
                                   "it is running (the rest wait in --queue)."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes for the device, each with its own CUDA "
+                                "context, 1/N of --queue and of --gpu-memory; a request goes to the least busy."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs to serve "
                                                     "(repeatable)."),
@@ -62,7 +64,7 @@ def serve(
         raise UserError(f"solbench serve needs its extra: pip install 'solbench[serve]' ({exc})") from None
     config = server.ServeConfig(host=host, port=port, api_keys=api_keys, allow=allow, rate=rate,
                                 max_body=parse_size(max_body, "--max-body"), tls_cert=tls_cert, tls_key=tls_key,
-                                queue=queue, run_queue=run_queue, in_flight=in_flight, device=device, specs_dirs=tuple(specs_dirs or ()),
+                                queue=queue, run_queue=run_queue, in_flight=in_flight, workers=workers, device=device, specs_dirs=tuple(specs_dirs or ()),
                                 out_dir=out_dir, test_ops=test_ops, op_timeout=op_timeout, gpu_memory=gpu_memory,
                                 access_log=not no_access_log, cpu_threads=cpu_threads)
     specs = load_specs(specs_dirs)

@@ -122,6 +122,7 @@ def _health_routes(app: FastAPI, services: Services) -> None:
             "ready": ops.ready and (ops.kind != "cuda" or ops.library_ok or not services.config.load_library),
             "device": ops.device, "kind": ops.kind, "name": h.get("name"), "library_ok": ops.library_ok,
             "library_error": h.get("library_error"), "start_error": ops.start_error, "worker_pid": h.get("pid"),
+            "worker_pids": ops.pids,
             "restarts": ops.restarts, "queue": ops.depth, "queue_size": ops.queue_size, "served": ops.served,
             "runs_queued": services.runs.depth,
         }

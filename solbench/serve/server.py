@@ -18,7 +18,7 @@ from solbench.serve.auth import Allowlist, KeyRing
 from solbench.serve.limits import RateLimiter
 from solbench.serve.metrics import Metrics
 from solbench.serve.oplib import OpLibrary, build_library
-from solbench.serve.opsvc import OpService
+from solbench.serve.oppool import OpPool
 from solbench.serve.opworker import WorkerSetup
 from solbench.serve.runs import MakeConfig, RunService
 from solbench.spec import OpSpec
@@ -41,6 +41,7 @@ class ServeConfig:
     queue: int = 64
     run_queue: int = 4
     in_flight: int = 2       # requests sent to the worker ahead of the one it runs (OpService's window)
+    workers: int = 1         # worker processes for the device (OpPool)
     device: str = "auto"
     specs_dirs: tuple[Path, ...] = ()
     out_dir: Path = Path("results/serve")
@@ -66,7 +67,8 @@ class ServeConfig:
                             f"reaches the port can run work on the GPU", field="--api-keys")
         if not 0 < self.gpu_memory <= 1:
             raise UserError(f"must be a fraction in (0, 1], got {self.gpu_memory}", field="--gpu-memory")
-        for flag, value in (("--queue", self.queue), ("--run-queue", self.run_queue), ("--in-flight", self.in_flight)):
+        for flag, value in (("--queue", self.queue), ("--run-queue", self.run_queue), ("--in-flight", self.in_flight),
+                            ("--workers", self.workers)):
             if value < 1:
                 raise UserError(f"must be at least 1, got {value}", field=flag)
         if self.cpu_threads < 1:
@@ -85,7 +87,7 @@ class ServeConfig:
 class Services:
     config: ServeConfig
     library: OpLibrary
-    ops: OpService
+    ops: OpPool
     runs: RunService
     keys: KeyRing | None
     allowlist: Allowlist
@@ -121,7 +123,7 @@ def build(config: ServeConfig, specs: dict[str, OpSpec], make_config: MakeConfig
     keys = KeyRing.load(config.api_keys) if config.api_keys else None
     library = build_library(specs, config.test_ops)
     setup = WorkerSetup(config.device, library.sources(), config.load_library, config.cpu_threads)
-    ops = OpService(setup, config.queue, config.op_timeout, config.gpu_memory, window=config.in_flight)
+    ops = OpPool(setup, config.workers, config.queue, config.op_timeout, config.gpu_memory, window=config.in_flight)
     runs = RunService(specs, make_config, config.run_queue, config.out_dir, served=lambda: ops.served)
     return Services(config, library, ops, runs, keys, Allowlist.parse(config.allow), RateLimiter(config.rate))
 
