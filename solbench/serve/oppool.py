@@ -18,11 +18,15 @@ import math
 from typing import Any
 
 from solbench.serve.limits import MemoryBudget
-from solbench.serve.opsvc import WINDOW, OpReply, OpService
+from solbench.serve.opsvc import WINDOW, DeviceFacts, OpReply, OpService
 from solbench.serve.opworker import WorkerSetup
 
 
-class OpPool:
+def _total(name: str) -> property:
+    return property(lambda pool: sum(getattr(m, name) for m in pool.members))
+
+
+class OpPool(DeviceFacts):
     def __init__(self, setup: WorkerSetup, workers: int = 1, queue_size: int = 64, timeout_s: float = 60.0,
                  gpu_memory: float = 0.9, window: int = WINDOW):
         if workers < 1:
@@ -49,18 +53,6 @@ class OpPool:
         return next((m.hello for m in self.members if m.hello), None)
 
     @property
-    def device(self) -> str:
-        return str(self.hello["device"]) if self.hello else self.setup.device
-
-    @property
-    def kind(self) -> str | None:
-        return str(self.hello["kind"]) if self.hello else None
-
-    @property
-    def library_ok(self) -> bool:
-        return bool(self.hello and self.hello.get("library_ok"))
-
-    @property
     def ready(self) -> bool:
         """True when a worker can take a request (a replaced one may still be starting)."""
         return any(m.ready for m in self.members)
@@ -73,25 +65,12 @@ class OpPool:
     def pids(self) -> list[int | None]:
         return [m.hello.get("pid") if m.hello else None for m in self.members]
 
-    @property
-    def restarts(self) -> int:
-        return sum(m.restarts for m in self.members)
-
-    @property
-    def served(self) -> int:
-        return sum(m.served for m in self.members)
-
-    @property
-    def depth(self) -> int:
-        return sum(m.depth for m in self.members)
-
-    @property
-    def queue_size(self) -> int:
-        return sum(m.queue_size for m in self.members)
-
-    @property
-    def last_memory(self) -> int:
-        return sum(m.last_memory for m in self.members)
+    # Counts over the workers: summed.
+    restarts = _total("restarts")
+    served = _total("served")
+    depth = _total("depth")
+    queue_size = _total("queue_size")
+    last_memory = _total("last_memory")
 
     def budget(self) -> MemoryBudget | None:
         b = self.first.budget()

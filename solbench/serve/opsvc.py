@@ -65,7 +65,28 @@ class _Job:
     sent_at: float = 0.0
 
 
-class OpService:
+class DeviceFacts:
+    """What a worker's hello says about the device, for a service or a pool of them (both have `hello`,
+    None until a worker has started, and `setup`)."""
+
+    hello: dict[str, Any] | None
+    setup: WorkerSetup
+
+    @property
+    def device(self) -> str:
+        """cpu or cuda:N once the worker has said which (--device auto resolves there)."""
+        return str(self.hello["device"]) if self.hello else self.setup.device
+
+    @property
+    def kind(self) -> str | None:
+        return str(self.hello["kind"]) if self.hello else None
+
+    @property
+    def library_ok(self) -> bool:
+        return bool(self.hello and self.hello.get("library_ok"))
+
+
+class OpService(DeviceFacts):
     def __init__(self, setup: WorkerSetup, queue_size: int = 64, timeout_s: float = 60.0,
                  gpu_memory: float = 0.9, window: int = WINDOW):
         self.setup = setup
@@ -94,21 +115,8 @@ class OpService:
     # ------------------------------------------------------------ state seen by the app
 
     @property
-    def device(self) -> str:
-        """cpu or cuda:N once the worker has said which (--device auto resolves there)."""
-        return str(self.hello["device"]) if self.hello else self.setup.device
-
-    @property
     def ready(self) -> bool:
         return self._proc is not None and self._proc.is_alive()
-
-    @property
-    def kind(self) -> str | None:
-        return str(self.hello["kind"]) if self.hello else None
-
-    @property
-    def library_ok(self) -> bool:
-        return bool(self.hello and self.hello.get("library_ok"))
 
     @property
     def depth(self) -> int:
