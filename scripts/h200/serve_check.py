@@ -285,7 +285,7 @@ def speed(srv: Server, key: str, cases: list) -> None:
     # Judged at 1,050 offered (the target rate with 5% to spare); 1,250 says how far past it the server holds.
     open_loop = loadgen.run(loadgen.Plan(**{**fields, "rate": OFFERED}))
     RESULT[f"speed_open_loop_{OFFERED:.0f}"] = open_loop.to_json()
-    if not SPEED_ONLY:        # how far past the target the server holds (left out of the short call)
+    if not SPEED_ONLY:        # left out of the short call
         RESULT["speed_open_loop_1250"] = loadgen.run(loadgen.Plan(**{**fields, "rate": 1250.0})).to_json()
     workers = memory(srv, key)["worker_pids"]
     pids = {"server": srv.proc.pid, **{("worker" if len(workers) == 1 else f"worker{i}"): p for i, p in enumerate(workers)}}

@@ -71,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{'dtype':9} {'kernel':16} " + " ".join(f"{c:>10}" for c in ("plain", "spec", "rotated", "rot_randn", "big"))
           + "   (TFLOP/s)")
-    hold: list[torch.Tensor] = []
     for dtype_name, dtype in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
         case = Case("gemm", {"M": m, "N": n, "K": k}, dtype_name)
         spec_sets = [make_inputs(gemm, case, "cuda", 1000 + i) for i in range(SETS)]

@@ -8,7 +8,7 @@ import math
 from typing import Any, Mapping
 
 from solbench.dtypes import precision
-from solbench.serve.wire import INT_DTYPES, TensorMeta
+from solbench.serve.wire import INT_DTYPES, ST_TAGS, TensorMeta
 
 def tensors_from_safetensors(body: bytes, metas: Mapping[str, TensorMeta]) -> dict[str, Any]:
     """CPU tensors viewing the body's bytes (read-only memory: callers copy before anything writes)."""
@@ -45,17 +45,15 @@ def encode_safetensors(outputs: Mapping[str, Any]) -> bytearray:
     bytes (safetensors' own save made three and was a sixth of the GPU worker's time per request)."""
     import torch
 
-    names = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-             torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-             torch.bool: "BOOL", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
-    if any(v.dtype not in names for v in outputs.values()):
+    tags = {k: ST_TAGS.get(str(v.dtype).removeprefix("torch.")) for k, v in outputs.items()}
+    if None in tags.values():          # a dtype the wire format does not name: safetensors' own writer
         return bytearray(_encode_with_safetensors(outputs))
     header: dict[str, Any] = {}
     flat: list[Any] = []
     offset = 0
     for k, v in outputs.items():
         raw = v.contiguous().reshape(-1).view(torch.uint8)
-        header[k] = {"dtype": names[v.dtype], "shape": list(v.shape), "data_offsets": [offset, offset + raw.numel()]}
+        header[k] = {"dtype": tags[k], "shape": list(v.shape), "data_offsets": [offset, offset + raw.numel()]}
         flat.append(raw)
         offset += raw.numel()
     text = json.dumps(header, separators=(",", ":")).encode()
