@@ -40,6 +40,7 @@ if __name__ == "__main__":
     from safetensors.torch import load
 
 from solbench.serve import auth, loadgen
+from solbench.serve.cpuuse import cpu_use, per_request
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
 # 64 clients over 12 load-generator processes: with 4, each process at a core's limit set the pace
@@ -291,7 +292,8 @@ def speed(srv: Server, key: str, cases: list) -> None:
     pids = {"server": srv.proc.pid, **{("worker" if len(workers) == 1 else f"worker{i}"): p for i, p in enumerate(workers)}}
     with cpu_use(pids) as use:                  # is the server's event loop the limit? (CPU s per s)
         closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
-    RESULT["speed_closed_loop"] = {**closed.to_json(), "cpu_use": use}
+    RESULT["speed_closed_loop"] = {**closed.to_json(), "cpu_use": use,
+                                   "cpu_us_per_request": per_request(use, closed.rate)}
     if not SPEED_ONLY:
         with profiled(srv, key):                # where the server's time goes, if py-spy is here
             loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
@@ -317,43 +319,6 @@ def remote(srv: Server, key: str) -> None:
         step("remote_run", res.returncode == 0, rc=res.returncode, tail=res.stdout[-600:])
     except subprocess.TimeoutExpired:
         step("remote_run", False, rc="timeout after 100 s")
-
-
-def _cpu_ticks(pid: int) -> dict[str, int]:
-    """utime + stime of each thread of `pid`, by thread name (the server's main thread runs the event loop)."""
-    out: dict[str, int] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out["main" if task.name == str(pid) else f"{name}:{task.name}"] = int(fields[11]) + int(fields[12])
-    return out
-
-
-def _machine_busy_ticks() -> int:
-    """All CPUs' busy time (user, nice, system, irq, softirq, steal) from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(fields[:8]) - fields[3] - fields[4]      # less idle and iowait (guest time is in user)
-
-
-@contextlib.contextmanager
-def cpu_use(pids: dict[str, int]) -> Iterator[dict[str, Any]]:
-    """CPU seconds per second of each process and of its busiest threads while the block runs."""
-    use: dict[str, Any] = {}
-    t0, before = time.monotonic(), {name: _cpu_ticks(pid) for name, pid in pids.items()}
-    busy0 = _machine_busy_ticks()
-    yield use
-    dt, hz = time.monotonic() - t0, os.sysconf("SC_CLK_TCK")
-    # Everything else busy on the machine is the load generator's processes (nothing else runs here).
-    use["machine_busy_cores"] = round((_machine_busy_ticks() - busy0) / hz / dt, 2)
-    use["cores"] = os.cpu_count()
-    for name, pid in pids.items():
-        after = _cpu_ticks(pid)
-        per = {t: (after[t] - before[name].get(t, 0)) / hz / dt for t in after}
-        use[name] = {"total": round(sum(per.values()), 3),
-                     "threads": {t: round(v, 3) for t, v in sorted(per.items(), key=lambda kv: -kv[1])[:5]}}
 
 
 @contextlib.contextmanager

@@ -116,7 +116,11 @@ class OpService(DeviceFacts):
 
     @property
     def ready(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        # The supervisor clears _proc as soon as it sees the worker go (EOF on the reply pipe, or its
+        # 0.2 s liveness poll), so the request path need not ask the process (is_alive is a waitpid,
+        # which gives up the GIL: py-spy found the event loop waiting there to get it back in 10% of
+        # its samples; its CPU time per request did not change: scripts/dev/serve_cost.py).
+        return self._proc is not None and not self._stopping
 
     @property
     def depth(self) -> int:
@@ -199,7 +203,7 @@ class OpService(DeviceFacts):
     def _sender(self) -> None:
         while True:
             with self._cond:
-                while not self._stopping and not (self._pending and self._send is not None and self.ready
+                while not self._stopping and not (self._pending and self._send is not None
                                                   and len(self._inflight) < self.window):
                     self._cond.wait(0.5)
                 if self._stopping:

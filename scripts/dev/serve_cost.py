@@ -1,0 +1,121 @@
+"""What one request costs the server's processes in CPU time: `solbench serve` on loopback, softmax
+256 x 1024 bf16 (the speed target's request) from 64 closed-loop clients, and the CPU microseconds per
+request of the server's event loop, its pipe threads and its worker(s), from /proc.
+
+On a small machine the load generator shares the cores with the server, so the rate says little; CPU time
+per request is what moves when the server's own work changes, and it is what sets the rate where the
+cores are plenty (the H200's host). Each repeat starts a fresh server.
+
+    python scripts/dev/serve_cost.py [--device cpu] [--workers 1] [--seconds 10] [--repeat 3] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+from solbench.serve import auth, loadgen
+from solbench.serve.cpuuse import cpu_use, per_request
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(args: argparse.Namespace, key_file: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "solbench", "serve", "--port", str(port), "--device", args.device,
+           "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256", "--no-access-log",
+           "--workers", str(args.workers), "--test-ops", "--out", str(work / "results")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the server was not ready after 600 s")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(20)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
+
+
+def _one(args: argparse.Namespace, request: loadgen.Request, key_file: Path, key: str, work: Path) -> dict[str, Any]:
+    proc, url = _start(args, key_file, work)
+    try:
+        plan, _ = loadgen.warm_up(loadgen.Plan(url, (request,), args.clients, args.seconds, None, args.procs, key))
+        loadgen.run(loadgen.Plan(**{**loadgen.asdict_shallow(plan), "seconds": 2}))      # settle
+        workers = httpx.get(f"{url}/readyz", timeout=10).json()["worker_pids"]
+        pids = {"server": proc.pid, **{f"worker{i}": p for i, p in enumerate(workers)}}
+        with cpu_use(pids) as use:
+            report = loadgen.run(plan)
+        if report.unexpected:
+            raise SystemExit(f"{report.unexpected} unexpected replies: {report.errors[:3]}")
+        return {"rate": report.rate, "cpu_use": use, "us_per_request": per_request(use, report.rate)}
+    finally:
+        _stop(proc)
+
+
+def _event_loop_us(run: dict[str, Any]) -> int:
+    return int(run["us_per_request"]["server"]["threads"]["main"])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--procs", type=int, default=1, help="load-generator processes")
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args()
+    x = torch.randn(256, 1024, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    request = loadgen.safetensors_request("softmax", {"x": x}, "softmax 256x1024 bf16")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        key_file = work / "keys.txt"
+        key = auth.add_key(key_file, "cost")
+        runs = [_one(args, request, key_file, key, work) for _ in range(args.repeat)]
+    for i, r in enumerate(runs):
+        us = r["us_per_request"]
+        procs = ", ".join(f"{name} {v['total']} (user {v['user']}, sys {v['system']})" for name, v in us.items())
+        threads = ", ".join(f"{t} {c}" for t, c in us["server"]["threads"].items() if c)
+        print(f"run {i + 1}: {r['rate']:.0f}/s; CPU us per request: {procs}; server threads: {threads}")
+    loop = [_event_loop_us(r) for r in runs]
+    print(f"event loop: median {statistics.median(loop):.0f} us per request (runs: {', '.join(map(str, loop))})")
+    if args.json:
+        args.json.write_text(json.dumps({"device": args.device, "workers": args.workers, "clients": args.clients,
+                                         "procs": args.procs, "seconds": args.seconds, "runs": runs}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The /proc CPU accounting that serve_check and scripts/dev/serve_cost.py report (solbench/serve/cpuuse.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from solbench.serve.cpuuse import cpu_use, per_request, thread_ticks
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_a_busy_thread_shows_up_as_busy_and_an_idle_one_does_not() -> None:
+    stop = threading.Event()
+    sleeper = threading.Thread(target=stop.wait, name="idle")
+    sleeper.start()
+    try:
+        with cpu_use({"me": os.getpid()}) as use:
+            _spin(0.3)
+    finally:
+        stop.set()
+        sleeper.join()
+    me = use["me"]
+    assert me["threads"]["main"] >= 0.3, use        # ~1 core while it spun (ticks are 10 ms)
+    assert me["total"] == pytest.approx(me["user"] + me["system"], abs=0.01)
+    idle = [v for t, v in me["threads"].items() if t != "main"]
+    assert all(v <= 0.1 for v in idle), use
+    assert use["seconds"] >= 0.3 and use["cores"] == os.cpu_count()
+    assert use["machine_busy_cores"] >= me["total"] * 0.5
+
+
+def test_per_request_divides_by_the_rate() -> None:
+    use = {"seconds": 2.0, "cores": 2, "machine_busy_cores": 1.0,
+           "srv": {"total": 0.5, "user": 0.3, "system": 0.2, "threads": {"main": 0.4, "x:1": 0.1}}}
+    got = per_request(use, 1000.0)
+    assert got == {"srv": {"total": 500, "user": 300, "system": 200, "threads": {"main": 400, "x:1": 100}}}
+    assert per_request(use, 0.0) == {}
+
+
+def test_thread_ticks_names_the_main_thread() -> None:
+    ticks = thread_ticks(os.getpid())
+    assert "main" in ticks and all(len(v) == 2 for v in ticks.values())
+
+
+def test_a_process_that_ended_is_marked_gone() -> None:
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    with cpu_use({"child": child.pid}) as use:
+        child.wait()
+    assert use["child"] == {"gone": True}
