@@ -284,6 +284,8 @@ def test_family_ops_are_in_the_op_table():
     (lambda k: k.gemv(torch.randn(6, 8), torch.randn(2, 2, 8)), ValueError, "[B, K] or [K]"),
     (lambda k: k.gemv(torch.randn(6, 8), torch.randn(2, 8), "tensor"), ValueError, "variant"),
     (lambda k: k.transpose(torch.randn(6, 8), "fast"), ValueError, "variant"),
+    (lambda k: k.transpose(torch.randn(6, 8), "smem", -1), ValueError,
+     "band must be 0 (automatic) or a number of row tiles >= 1, got -1"),
     (lambda k: k.histogram(torch.zeros(5, dtype=torch.int32), 8193), ValueError, "bins must be in [1, 8192], got 8193"),
     (lambda k: k.histogram(torch.zeros(5, dtype=torch.int64), 8), TypeError, "uint8, int32"),
     (lambda k: k.nms(torch.zeros(5, 4), torch.zeros(5, 1), 0.5), ValueError, "scores must have shape"),
@@ -317,3 +319,60 @@ def test_fp8_fast_division_is_exact_on_a_cpu(tmp_path):
     run = subprocess.run([str(exe), "40"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:]
     assert " 0 wrong, 0 specials not flagged, 0 ordinary words flagged" in run.stdout, run.stdout
+
+
+TILE_ORDER_CHECK = r"""
+#include <cstdio>
+#include <vector>
+#include "transpose/tile_order.cuh"
+
+// Every (batch, row tile, column tile) exactly once, row order at band 1, and within a band the
+// column changes only after `height` consecutive tiles.
+int main() {
+  const long shapes[][3] = {{1, 1, 1}, {1, 7, 5}, {3, 10, 4}, {2, 33, 17}, {1, 1024, 128}, {4, 5, 1}};
+  const long bands[] = {1, 2, 3, 8, 32, 2000};
+  int bad = 0, checked = 0;
+  for (const auto& s : shapes) {
+    for (long band : bands) {
+      const long b = s[0], rt = s[1], ct = s[2];
+      std::vector<int> seen(b * rt * ct, 0);
+      for (long i = 0; i < b * rt * ct; ++i) {
+        const sk::TileCoord t = sk::banded_tile(i, rt, ct, band);
+        if (t.batch < 0 || t.batch >= b || t.row_tile < 0 || t.row_tile >= rt || t.col_tile < 0 || t.col_tile >= ct) {
+          ++bad;
+          continue;
+        }
+        ++seen[(t.batch * rt + t.row_tile) * ct + t.col_tile];
+        if (band == 1 && (t.batch * rt * ct + t.row_tile * ct + t.col_tile) != i) ++bad;
+        const long first = (i % (rt * ct)) / (band * ct) * band;
+        if (t.row_tile < first || t.row_tile >= first + band) ++bad;
+      }
+      for (int v : seen) bad += v != 1;
+      ++checked;
+    }
+  }
+  std::printf("%d orders checked, %d wrong\n", checked, bad);
+  return bad != 0;
+}
+"""
+
+
+def test_transpose_tile_orders_visit_every_tile_once(tmp_path):
+    """csrc/transpose/tile_order.cuh, the order both transpose kernels take their tiles in, compiled for
+    the host: each band height is a bijection onto the tiles, and band 1 is row order."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "main.cpp").write_text(TILE_ORDER_CHECK)
+    exe = tmp_path / "tile_order"
+    build = subprocess.run([cxx, "-std=c++17", "-O1", f"-I{root / 'kernels_ext' / 'csrc'}", str(tmp_path / "main.cpp"),
+                            "-o", str(exe)], capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stderr[-2000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "36 orders checked, 0 wrong", run.stdout + run.stderr
+    assert run.returncode == 0

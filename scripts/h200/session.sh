@@ -16,6 +16,7 @@
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
+#   tsweep   the transpose kernels' tile orders the same way (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
 #   audit    scripts/h200/audit.sh
@@ -85,7 +86,7 @@ stage_flex() {  # the torch.compile'd flex_attention baseline beside cuDNN (each
 stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; then the gemm op's own
   # wgmma impls at 4096^3 right after hgemm_mma_bk64 (as the full run orders them), and with --timer cupti
   timeout 200 solbench run --specs scripts/tune/specs --ops gemm_configs --budget 0.3 --json "$OUT/gemm_configs.json" --out $RUNS
-  python3 scripts/h200/gemm_configs_summary.py "$OUT/gemm_configs.json"
+  python3 scripts/h200/sweep_summary.py "$OUT/gemm_configs.json"
   [ "${SWEEP_ORDER:-0}" = 1 ] || return 0     # SWEEP_ORDER=1: also the two order checks below
   timeout 90 solbench run --ops gemm --dtypes bfloat16,float8_e4m3fn --shape M=4096,N=4096,K=4096 \
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --json "$OUT/gemm_order.json" --out $RUNS
@@ -100,8 +101,14 @@ stage_residual() {  # solbench run of linear_residual alone (its three impls)
 stage_rsweep() {  # linear_residual's tile configurations beside torch.addmm, timed by solbench run
   timeout 150 solbench run --specs scripts/tune/specs --ops linear_residual_configs --budget 0.3 \
     --json "$OUT/linear_residual_configs.json" --out $RUNS
-  python3 scripts/h200/gemm_configs_summary.py "$OUT/linear_residual_configs.json"
+  python3 scripts/h200/sweep_summary.py "$OUT/linear_residual_configs.json"
   timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gemm.py -k "linear_residual" -rfE 2>&1 | tail -4
+}
+stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's copy, timed by solbench run
+  timeout 150 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
+    --json "$OUT/transpose_bands.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_gate() { GATE_LIMIT_S=${GATE_LIMIT_S:-320} GATE_INSTALL=0 bash scripts/h200/gate.sh; }
 stage_serve() { bash scripts/h200/serve.sh; }

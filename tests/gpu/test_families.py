@@ -146,6 +146,15 @@ def test_transpose_of_strided_and_misaligned_views(variant):
         assert torch.equal(kernels_ext.transpose(view, variant), view.transpose(-2, -1).contiguous())
 
 
+@pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)
+@pytest.mark.parametrize("band", [1, 2, 3, 8, 32, 1000])
+@pytest.mark.parametrize("shape", [(4095, 4097), (3, 129, 1000), (2, 200, 4096), (520, 64), (64, 520)], ids=str)
+def test_transpose_is_exact_in_every_tile_order(shape, band, variant):
+    """Bands taller than the matrix, shorter last bands, one column of tiles, and batches."""
+    x = rand(*shape, dtype=torch.bfloat16, seed=9)
+    assert torch.equal(kernels_ext.transpose(x, variant, band), x.transpose(-2, -1).contiguous())
+
+
 # ----------------------------------------------------------------------------- cross-entropy
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("n, v", [(1, 1), (3, 7), (1000, 4096), (129, 50257), (8, 262144), (64, 262147)], ids=str)

@@ -12,7 +12,7 @@
 
 namespace sk::impl {
 
-at::Tensor transpose(const at::Tensor& x, c10::string_view variant) {
+at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band) {
   const int64_t rows = x.size(-2);
   const int64_t cols = x.size(-1);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
@@ -32,6 +32,9 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant) {
   a.cols = cols;
   a.batch_stride = v.stride(0);
   a.row_stride = v.stride(1);
+  // band 0: row order, the order every committed measurement used, until a sweep
+  // (scripts/tune/specs/transpose_bands.yaml) shows a band that is faster.
+  a.band = band > 0 ? band : 1;
   // auto: the shared-memory kernel, the one measured on the H200 (results/h200/dev/families_v1.*);
   // regs is selected by name until a run shows where it is faster.
   const bool regs = variant == "regs" && transpose_regs_supports(a);

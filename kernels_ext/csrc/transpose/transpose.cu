@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "../common/grid.cuh"
+#include "tile_order.cuh"
 #include "transpose.h"
 
 namespace sk {
@@ -48,15 +49,9 @@ struct Tile {
 };
 
 __device__ __forceinline__ Tile tile_of(int64_t index, int64_t row_tiles, int64_t col_tiles,
-                                        int tile_rows) {
-  const int64_t per_batch = row_tiles * col_tiles;
-  Tile t;
-  t.batch = index / per_batch;
-  const int64_t r = index - t.batch * per_batch;
-  const int64_t tr = r / col_tiles;
-  t.row0 = tr * tile_rows;
-  t.col0 = (r - tr * col_tiles) * kTileCols;
-  return t;
+                                        int64_t band, int tile_rows) {
+  const TileCoord c = banded_tile(index, row_tiles, col_tiles, band);
+  return Tile{c.batch, c.row_tile * tile_rows, c.col_tile * kTileCols};
 }
 
 // Words (x[r][c], x[r][c+1]) as they belong in rows c and c+1 of the transposed tile.
@@ -78,7 +73,8 @@ __device__ __forceinline__ void load_words(const T* row, int64_t row_stride, uns
 template <typename T, bool kWordPath>
 __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
     transpose_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
-                     int64_t batch_stride, int64_t row_stride, int64_t row_tiles, int64_t col_tiles) {
+                     int64_t batch_stride, int64_t row_stride, int64_t row_tiles, int64_t col_tiles,
+                     int64_t band) {
   using L = Layout<T>;
   constexpr int RPW = L::kRowsPerWord;
   constexpr int kLoadIters = kTileWords / kThreadsY;
@@ -86,7 +82,7 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
   __shared__ unsigned tile[kTileCols][kPitch];
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  const Tile t = tile_of(blockIdx.x, row_tiles, col_tiles, L::kTileRows);
+  const Tile t = tile_of(blockIdx.x, row_tiles, col_tiles, band, L::kTileRows);
   const T* xb = x + t.batch * batch_stride;
   T* yb = y + t.batch * cols * rows;
   const bool full = kWordPath && t.row0 + L::kTileRows <= rows && t.col0 + kTileCols <= cols;
@@ -164,10 +160,10 @@ cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(tiles);
   if (word_path) {
     transpose_kernel<T, true><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
-                                                          a.row_stride, row_tiles, col_tiles);
+                                                          a.row_stride, row_tiles, col_tiles, a.band);
   } else {
     transpose_kernel<T, false><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
-                                                           a.row_stride, row_tiles, col_tiles);
+                                                           a.row_stride, row_tiles, col_tiles, a.band);
   }
   return cudaGetLastError();
 }

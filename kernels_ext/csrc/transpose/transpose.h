@@ -20,6 +20,7 @@ struct TransposeArgs {
   int64_t cols;
   int64_t batch_stride;
   int64_t row_stride;
+  int64_t band = 1;  // row tiles per band of the tile order (tile_order.cuh); 1: row order
 };
 
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.

@@ -24,6 +24,7 @@
 
 #include "../common/grid.cuh"
 #include "../common/pack.cuh"
+#include "tile_order.cuh"
 #include "transpose.h"
 
 namespace sk {
@@ -76,16 +77,15 @@ template <int ElemBytes>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     transpose_regs_kernel(const uint8_t* __restrict__ x, uint8_t* __restrict__ y, int64_t rows,
                           int64_t cols, int64_t batch_stride, int64_t row_stride, int64_t row_tiles,
-                          int64_t col_tiles) {
+                          int64_t col_tiles, int64_t band) {
   using S = Shape<ElemBytes>;
   constexpr int VEC = S::VEC;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int p = lane & 3, q = lane >> 2;
-  const int64_t per_batch = row_tiles * col_tiles;
-  const int64_t b = blockIdx.x / per_batch;
-  const int64_t rest = blockIdx.x - b * per_batch;
-  const int64_t tr = rest / col_tiles;
-  const int64_t c0 = (rest - tr * col_tiles) * S::kTileCols + (warp * 4 + p) * VEC;  // column of x
+  const TileCoord tile = banded_tile(blockIdx.x, row_tiles, col_tiles, band);
+  const int64_t b = tile.batch;
+  const int64_t tr = tile.row_tile;
+  const int64_t c0 = tile.col_tile * S::kTileCols + (warp * 4 + p) * VEC;  // column of x
   if (c0 >= cols) return;  // cols % VEC == 0: a block is all in or all out
   const uint8_t* xb = x + b * batch_stride * ElemBytes;
   uint8_t* yb = y + b * rows * cols * ElemBytes;
@@ -124,7 +124,7 @@ cudaError_t launch_bytes(const TransposeArgs& a, cudaStream_t stream) {
   if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
   transpose_regs_kernel<ElemBytes><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
       static_cast<const uint8_t*>(a.x), static_cast<uint8_t*>(a.y), a.rows, a.cols, a.batch_stride,
-      a.row_stride, row_tiles, col_tiles);
+      a.row_stride, row_tiles, col_tiles, a.band);
   return cudaGetLastError();
 }
 

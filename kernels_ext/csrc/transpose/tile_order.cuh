@@ -1,0 +1,47 @@
+// The order in which a transpose's blocks visit the tiles of one matrix (both transpose kernels).
+//
+// Row order (band 1) walks each row of tiles left to right: one wave of blocks reads a few whole
+// rows of x, contiguous, but writes a sliver of every row of y. For a 32768 x 8192 fp32 matrix
+// that is 1 KiB into each of 8192 rows of y 128 KiB apart, and the 2-D transpose ran at 0.83 of
+// the copy bandwidth where the batched one, whose wave covers one whole 8 MiB matrix, ran at
+// 0.97 (results/h200/issue15/families.json). Bands of `band` row tiles, walked column by column,
+// make a wave's region squarer: longer runs in y for shorter runs in x, and fewer pages touched.
+//
+// Plain C++ as well as CUDA, so the CPU tests can check that every order is a bijection.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SK_TILE_ORDER_FN __host__ __device__ __forceinline__
+#else
+#define SK_TILE_ORDER_FN inline
+#endif
+
+namespace sk {
+
+struct TileCoord {
+  int64_t batch;
+  int64_t row_tile;
+  int64_t col_tile;
+};
+
+// Tile `index` of a grid over batch x row_tiles x col_tiles (a matrix after another). Within a
+// band of `band` row tiles (the last band may be shorter) consecutive indices go down one column
+// of tiles, then on to the next column. band 1 is row order.
+SK_TILE_ORDER_FN TileCoord banded_tile(int64_t index, int64_t row_tiles, int64_t col_tiles,
+                                       int64_t band) {
+  const int64_t per_batch = row_tiles * col_tiles;
+  TileCoord t;
+  t.batch = index / per_batch;
+  const int64_t r = index - t.batch * per_batch;
+  const int64_t first_row = r / (band * col_tiles) * band;  // the band's first row tile
+  const int64_t height = row_tiles - first_row < band ? row_tiles - first_row : band;
+  const int64_t within = r - first_row * col_tiles;
+  const int64_t down = within / height;  // one division: the column, then the row from it
+  t.col_tile = down;
+  t.row_tile = first_row + (within - down * height);
+  return t;
+}
+
+}  // namespace sk
