@@ -213,8 +213,13 @@ def test_calls_a_spec_marks_audit_false_are_left_out_unless_named():
     assert "math" in named
 
 
+# Impls added to the specs after the committed audit ran (op, impl): the next H200 audit covers them.
+NOT_YET_AUDITED = {("embedding", "cuda_check_before")}
+
+
 def test_the_default_audit_is_the_call_set_of_the_committed_h200_run():
-    # results/h200/issue16/final named its calls with --impls; `solbench audit --ops all` now picks the same.
+    # results/h200/issue16/final named its calls with --impls; `solbench audit --ops all` now picks the same,
+    # plus the impls added since, which must still be in the specs (else this list is stale).
     done = json.loads((Path(__file__).parent.parent / "results/h200/issue16/final/audit/audit.json").read_text())
     committed = {(c["op"], c["case"], c["dtype"], c["impl"]) for c in done["calls"]}
     chosen = set()
@@ -222,7 +227,9 @@ def test_the_default_audit_is_the_call_set_of_the_committed_h200_run():
         s, units = _units(op, plan.Selection(ops=(op,)))
         for case, calls in audit.choose_units(s, units, audit.AuditConfig()):
             chosen |= {(op, case.label, case.dtype, impl) for impl in calls}
-    assert chosen == committed
+    new = {c for c in chosen if (c[0], c[3]) in NOT_YET_AUDITED}
+    assert {(c[0], c[3]) for c in new} == NOT_YET_AUDITED
+    assert chosen - new == committed
 
 
 def test_quick_audits_the_small_first_case():

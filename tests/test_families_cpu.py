@@ -277,6 +277,8 @@ def test_family_ops_are_in_the_op_table():
      ValueError, "reduction"),
     (lambda k: k.embedding(torch.randn(9, 4), torch.zeros(3, dtype=torch.int32)), TypeError, "int64"),
     (lambda k: k.embedding(torch.randn(9), torch.zeros(3, dtype=torch.int64)), ValueError, "table"),
+    (lambda k: k.embedding(torch.randn(9, 4), torch.zeros(3, dtype=torch.int64), True, "sideways"), ValueError,
+     "check_order"),
     (lambda k: k.fp8_quant(torch.randn(8, 8), torch.ones(2)), ValueError, "one element"),
     (lambda k: k.fp8_quant_dynamic(torch.randn(0, 8)), ValueError, "empty"),
     (lambda k: k.fp8_dequant(torch.randn(4, 8).to(torch.float8_e4m3fn), torch.ones(3)), ValueError, "per row"),

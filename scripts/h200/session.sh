@@ -16,6 +16,8 @@
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
+#   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
+#   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
 #   tsweep   the transpose kernels' tile orders the same way (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
@@ -103,6 +105,14 @@ stage_rsweep() {  # linear_residual's tile configurations beside torch.addmm, ti
     --json "$OUT/linear_residual_configs.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/linear_residual_configs.json"
   timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gemm.py -k "linear_residual" -rfE 2>&1 | tail -4
+}
+stage_xent() {  # cross-entropy with the mean and per row, beside eager and compiled
+  timeout 150 solbench run --ops cross_entropy,cross_entropy_rows --budget 0.3 --json "$OUT/cross_entropy.json" --out $RUNS
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "cross_entropy" -rfE 2>&1 | tail -4
+}
+stage_embed() {  # embedding's two ways to wait for the index check, beside eager and compiled
+  timeout 150 solbench run --ops embedding --budget 0.3 --json "$OUT/embedding.json" --out $RUNS
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "embedding" -rfE 2>&1 | tail -4
 }
 stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's copy, timed by solbench run
   timeout 150 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \

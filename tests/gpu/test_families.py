@@ -157,7 +157,9 @@ def test_transpose_is_exact_in_every_tile_order(shape, band, variant):
 
 # ----------------------------------------------------------------------------- cross-entropy
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("n, v", [(1, 1), (3, 7), (1000, 4096), (129, 50257), (8, 262144), (64, 262147)], ids=str)
+# 20000 and 9000 rows: one row per block, and the finishing block's steps of 8 x 1024 rows, the last one partial.
+@pytest.mark.parametrize("n, v", [(1, 1), (3, 7), (1000, 4096), (129, 50257), (8, 262144), (64, 262147), (20000, 64),
+                                  (9000, 300)], ids=str)
 def test_cross_entropy_against_float64(dtype, n, v):
     logits = rand(n, v, dtype=dtype, seed=8, scale=2.0)
     full = torch.randint(0, v, (n,), device=DEV, generator=g(9))
@@ -201,25 +203,41 @@ def test_cross_entropy_edge_cases():
 def test_embedding_is_exact(dtype, vocab, dim, idx_shape):
     table = rand(vocab, dim, dtype=dtype, seed=13)
     idx = torch.randint(0, vocab, idx_shape, device=DEV, generator=g(14))
-    for check in (True, False):
+    for check, order in ((True, "after"), (True, "before"), (False, "after")):
         poison_next((*idx_shape, dim), dtype)
-        assert torch.equal(kernels_ext.embedding(table, idx, check), F.embedding(idx, table))
+        assert torch.equal(kernels_ext.embedding(table, idx, check, order), F.embedding(idx, table))
     strided = rand(vocab, dim + 8, dtype=dtype, seed=15)[:, 8:]
     assert torch.equal(kernels_ext.embedding(strided, idx), F.embedding(idx, strided))
 
 
-def test_embedding_bad_indices_raise_and_never_read_out_of_bounds():
+@pytest.mark.parametrize("order", ["after", "before"])
+def test_embedding_bad_indices_raise_and_never_read_out_of_bounds(order):
     table = rand(100, 64, seed=16)
     idx = torch.randint(0, 100, (4, 10), device=DEV, generator=g(17))
     idx[1, 3], idx[3, 9] = -1, 100
     with pytest.raises(IndexError, match=r"2 of 40 indices are out of range .* indices.flatten\(\)\[39\] = 100"):
-        kernels_ext.embedding(table, idx)
+        kernels_ext.embedding(table, idx, check_order=order)
     out = kernels_ext.embedding(table, idx, check=False)
     bad = (idx < 0) | (idx >= 100)
     assert bool(out[bad].isnan().all()) and torch.equal(out[~bad], F.embedding(idx[~bad], table))
     torch.cuda.synchronize()   # the context is healthy: nothing read out of bounds
     with pytest.raises(TypeError, match="int64"):
         kernels_ext.embedding(table, idx.int())
+
+
+@pytest.mark.parametrize("n, bad", [(1, [0]), (1023, [1022]), (4096, [5, 4095]), (300_000, [0, 123_457, 299_999]),
+                                    (5_000_000, [4_999_999])], ids=str)
+def test_embedding_index_pass_counts_every_block(n, bad):
+    """check_order "before" over one block, a few, and the most blocks the pass launches (two per SM):
+    the count and the position named come from the per-block partials the host adds up."""
+    table = rand(10, 8, seed=18)
+    idx = torch.randint(0, 10, (n,), device=DEV, generator=g(19))
+    idx[bad] = torch.tensor([10 + i for i in range(len(bad))], device=DEV)
+    named = rf"{len(bad)} of {n} indices .* indices.flatten\(\)\[{bad[-1]}\] = {9 + len(bad)}"
+    with pytest.raises(IndexError, match=named):
+        kernels_ext.embedding(table, idx, check_order="before")
+    idx[bad] = 0
+    assert torch.equal(kernels_ext.embedding(table, idx, check_order="before"), F.embedding(idx, table))
 
 
 # ----------------------------------------------------------------------------- fp8

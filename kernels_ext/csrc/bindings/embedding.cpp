@@ -2,32 +2,77 @@
 // csrc/embedding/ops.yaml). The generated wrapper has checked dtypes, shapes and devices.
 //
 // Indices are checked on the device: an index outside [0, V) is never read through (its output
-// row is NaN) and is recorded in a two-word status the kernel writes. With check=true (the
-// default) the status is copied to the host after the kernel and a bad index raises IndexError
-// naming one. That copy waits for the kernel, a synchronisation per call: the price of an error
-// raised at the call, since the indices live on the device and no check that raises can avoid
-// it. check=false skips the copy and the wait (CUDA graphs, hot loops): bad indices then only show
-// as NaN rows.
+// row is NaN). With check=true (the default) a bad index raises IndexError naming one, and the
+// call waits for the device to say whether there is one: the price of an error raised at the
+// call, since the indices live on the device. check=false skips the wait (CUDA graphs, hot
+// loops): bad indices then only show as NaN rows. Two ways to wait (check_order):
+//   after:  the gather records bad indices in a two-word status, copied to the host after it;
+//           the call waits for the whole gather, and the device idles until the host's next launch.
+//   before: a pass over the indices alone, its per-block counts copied into pinned memory, then
+//           the gather; the host waits only for the copy, while the gather runs.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../embedding/embedding.h"
 #include "binding_utils.h"
 
 namespace sk::impl {
+namespace {
 
-at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool check) {
+// IndexError naming one of `count` bad indices: the one at `last_bad - 1`.
+void raise_bad_index(const at::Tensor& table, const at::Tensor& indices, int64_t count,
+                                  int64_t last_bad) {
+  const int64_t pos = last_bad - 1;
+  const int64_t value = indices.reshape({-1})[pos].item<int64_t>();
+  SK_CHECK_INDEX(false, "solbench_kernels::embedding: ", count, " of ", indices.numel(),
+                 " indices are out of range for a table of ", table.size(0), " rows, e.g. indices.flatten()[",
+                 pos, "] = ", value);
+}
+
+// check_order "before": the index pass and the copy of its counts, queued ahead of the gather; the
+// returned event completes when the counts are in `host`.
+cudaEvent_t queue_index_check(const at::Tensor& indices, int64_t vocab, const at::Tensor& partials,
+                              const at::Tensor& host, cudaStream_t stream) {
+  sk::bind::check_launch(launch_index_check(indices.data_ptr<int64_t>(), indices.numel(), vocab,
+                                            partials.data_ptr<int64_t>(), static_cast<int>(partials.size(0)),
+                                            stream),
+                         "embedding");
+  sk::bind::check_launch(cudaMemcpyAsync(host.data_ptr(), partials.data_ptr(), partials.nbytes(),
+                                         cudaMemcpyDeviceToHost, stream),
+                         "embedding");
+  cudaEvent_t copied = nullptr;
+  sk::bind::check_launch(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "embedding");
+  const cudaError_t recorded = cudaEventRecord(copied, stream);
+  if (recorded != cudaSuccess) cudaEventDestroy(copied);
+  sk::bind::check_launch(recorded, "embedding");
+  return copied;
+}
+
+}  // namespace
+
+at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool check, c10::string_view check_order) {
   SK_CHECK_VALUE(table.stride(1) == 1 || table.size(1) <= 1,
                     "solbench_kernels::embedding: table rows must be contiguous (stride ", table.stride(1), ")");
   std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
   shape.push_back(table.size(1));
   at::Tensor out = at::empty(shape, table.options());
   if (out.numel() == 0) return out;
-  at::Tensor status;
-  if (check) status = at::zeros({2}, indices.options());
+  const bool before = check && check_order == "before";
+  const bool after = check && !before;
+  const cudaStream_t stream = sk::bind::current_stream();
+  at::Tensor status, partials, host;
+  cudaEvent_t copied = nullptr;
+  if (after) status = at::zeros({2}, indices.options());
+  if (before) {
+    const int blocks = index_check_blocks(indices.numel());
+    partials = at::empty({blocks, 2}, indices.options());
+    host = at::empty({blocks, 2}, indices.options().device(at::kCPU).pinned_memory(true));
+    copied = queue_index_check(indices, table.size(0), partials, host, stream);
+  }
   const EmbeddingArgs a{sk::bind::dtype_of(table, "embedding", "table"),
                         table.data_ptr(),
                         indices.data_ptr<int64_t>(),
@@ -36,18 +81,28 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool ch
                         table.size(0),
                         table.size(1),
                         table.stride(0),
-                        check ? reinterpret_cast<unsigned long long*>(status.data_ptr<int64_t>()) : nullptr};
-  sk::bind::check_launch(launch_embedding(a, sk::bind::current_stream()), "embedding");
-  if (check) {
-    const at::Tensor host = status.cpu();  // waits for the kernel
-    const int64_t last_bad = host.data_ptr<int64_t>()[0];
-    if (last_bad != 0) {
-      const int64_t pos = last_bad - 1;
-      const int64_t value = indices.reshape({-1})[pos].item<int64_t>();
-      SK_CHECK_INDEX(false, "solbench_kernels::embedding: ", host.data_ptr<int64_t>()[1], " of ",
-                        indices.numel(), " indices are out of range for a table of ", table.size(0),
-                        " rows, e.g. indices.flatten()[", pos, "] = ", value);
+                        after ? reinterpret_cast<unsigned long long*>(status.data_ptr<int64_t>()) : nullptr};
+  const cudaError_t launched = launch_embedding(a, stream);
+  if (before) {
+    // The gather is queued behind the copy: waiting for the copy leaves the device busy.
+    const cudaError_t waited = cudaEventSynchronize(copied);
+    cudaEventDestroy(copied);
+    sk::bind::check_launch(launched, "embedding");
+    sk::bind::check_launch(waited, "embedding");
+    const int64_t* counts = host.data_ptr<int64_t>();
+    int64_t count = 0, last_bad = 0;
+    for (int64_t b = 0; b < host.size(0); ++b) {
+      count += counts[2 * b];
+      last_bad = std::max(last_bad, counts[2 * b + 1]);
     }
+    if (last_bad != 0) raise_bad_index(table, indices, count, last_bad);
+    return out;
+  }
+  sk::bind::check_launch(launched, "embedding");
+  if (after) {
+    const at::Tensor got = status.cpu();  // waits for the kernel
+    const int64_t last_bad = got.data_ptr<int64_t>()[0];
+    if (last_bad != 0) raise_bad_index(table, indices, got.data_ptr<int64_t>()[1], last_bad);
   }
   return out;
 }

@@ -4,10 +4,15 @@
 // kUnroll units' index loads, then their table loads, then their stores, so several 16-byte loads
 // are in flight whatever the row length. Threads of a warp mostly share an index (a broadcast
 // load from L1). Bounds are checked on the device, per unit: a bad index reads nothing.
+//
+// index_check_kernel is the pass over the indices alone that check_order "before" runs ahead of
+// the gather: each block writes its own (count, 1 + largest position) of bad indices, so nothing
+// needs zeroing first and the host adds a few hundred words.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -73,6 +78,61 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+constexpr int kCheckUnroll = 4;
+
+__device__ __forceinline__ unsigned long long warp_sum(unsigned long long v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long warp_max(unsigned long long v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    index_check_kernel(const int64_t* __restrict__ indices, int64_t n, int64_t vocab,
+                       int64_t* __restrict__ partials) {
+  __shared__ unsigned long long count_s, last_s;
+  if (threadIdx.x == 0) count_s = 0, last_s = 0;
+  __syncthreads();
+  unsigned long long count = 0, last = 0;  // last: 1 + the largest bad position, 0 for none
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads * kCheckUnroll;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads * kCheckUnroll + threadIdx.x;
+       base < n; base += stride) {
+    int64_t v[kCheckUnroll];
+#pragma unroll
+    for (int u = 0; u < kCheckUnroll; ++u) {  // all loads first: kCheckUnroll in flight
+      const int64_t i = base + int64_t{u} * kThreads;
+      v[u] = i < n ? __ldg(indices + i) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kCheckUnroll; ++u) {
+      const int64_t i = base + int64_t{u} * kThreads;
+      if (i < n && !(v[u] >= 0 && v[u] < vocab)) {
+        ++count;
+        last = static_cast<unsigned long long>(i) + 1ull;  // i grows with u and with the loop
+      }
+    }
+  }
+  count = warp_sum(count);
+  last = warp_max(last);
+  if ((threadIdx.x & 31) == 0 && count != 0) {
+    atomicAdd(&count_s, count);
+    atomicMax(&last_s, last);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = static_cast<int64_t>(count_s);
+    partials[2 * blockIdx.x + 1] = static_cast<int64_t>(last_s);
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
@@ -102,6 +162,20 @@ cudaError_t launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
     }
     return cudaGetLastError();
   });
+}
+
+int index_check_blocks(int64_t n) {
+  // Two blocks per SM at most (a pass over n * 8 bytes); fewer where that gives a thread less
+  // than kCheckUnroll indices.
+  const int64_t wanted = ceil_div(n, int64_t{kThreads} * kCheckUnroll);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, 2 * sm_count())));
+}
+
+cudaError_t launch_index_check(const int64_t* indices, int64_t n, int64_t vocab, int64_t* partials,
+                               int blocks, cudaStream_t stream) {
+  if (n < 0 || vocab < 0 || blocks < 1) return cudaErrorInvalidValue;
+  index_check_kernel<<<blocks, kThreads, 0, stream>>>(indices, n, vocab, partials);
+  return cudaGetLastError();
 }
 
 }  // namespace sk

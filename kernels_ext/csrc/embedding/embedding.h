@@ -28,4 +28,11 @@ struct EmbeddingArgs {
 
 cudaError_t launch_embedding(const EmbeddingArgs& args, cudaStream_t stream);
 
+// The indices alone, checked against [0, vocab) by `index_check_blocks(n)` blocks, each writing
+// partials[2 * block] = its bad indices' count and partials[2 * block + 1] = 1 + the largest
+// bad position among them (0: none); nothing needs zeroing first. For check_order "before".
+int index_check_blocks(int64_t n);
+cudaError_t launch_index_check(const int64_t* indices, int64_t n, int64_t vocab, int64_t* partials,
+                               int blocks, cudaStream_t stream);
+
 }  // namespace sk
