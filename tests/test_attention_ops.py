@@ -148,6 +148,10 @@ def test_decode_rejects_long_queries_and_attention_lse_unknown_variants():
     q = torch.zeros(1, 4, 17, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="kernels_ext.attention_decode: decode needs a query length SQ of 1 to 16, got 17"):
         kernels_ext.attention_decode(q, q, q)
+    for splits in (-1, 257):
+        with pytest.raises(ValueError, match=f"kernels_ext.attention_decode: splits must be 0 .automatic. to 256, "
+                                             f"got {splits}"):
+            kernels_ext.attention_decode(q[:, :, :1], q, q, splits=splits)
     with pytest.raises(ValueError, match="kernels_ext.attention_lse: variant must be one of 'auto', 'mma', 'wgmma', "
                        "'wgmma_persistent', 'decode'"):
         kernels_ext.attention_lse(q, q, q, variant="fast")

@@ -16,6 +16,7 @@
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
+#   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
 #   tsweep   the transpose kernels' tile orders the same way (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
@@ -105,6 +106,12 @@ stage_rsweep() {  # linear_residual's tile configurations beside torch.addmm, ti
     --json "$OUT/linear_residual_configs.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/linear_residual_configs.json"
   timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gemm.py -k "linear_residual" -rfE 2>&1 | tail -4
+}
+stage_dsweep() {  # attention_decode's split of the key range beside SDPA, timed by solbench run
+  timeout 150 solbench run --specs scripts/tune/specs --ops decode_splits --budget 0.3 \
+    --json "$OUT/decode_splits.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/decode_splits.json"
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
 }
 stage_xent() {  # cross-entropy with the mean and per row, beside eager and compiled
   timeout 150 solbench run --ops cross_entropy,cross_entropy_rows --budget 0.3 --json "$OUT/cross_entropy.json" --out $RUNS

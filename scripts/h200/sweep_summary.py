@@ -1,6 +1,7 @@
 """Table of a sweep under `solbench run` (the specs in scripts/tune/specs/: gemm_configs, linear_residual_configs,
-transpose_bands): per case, every impl's rate (TFLOP/s, or GB/s where the op does no arithmetic), its SOL,
-and its speed relative to the eager baseline (cuBLAS, torch._scaled_mm for fp8, PyTorch's copy for transposes).
+transpose_bands): per case, every impl's rate (GB/s where memory bounds it, else TFLOP/s), its SOL,
+and its speed relative to the spec's reference baseline (cuBLAS, torch._scaled_mm for fp8, PyTorch's copy for
+transposes, SDPA's own pick for decoding).
 
     python scripts/h200/sweep_summary.py RESULTS.json
 """
@@ -22,11 +23,12 @@ def main(path: str) -> int:
     for r in run.records:
         by_case.setdefault((r.case, r.dtype), {})[r.impl] = r
     for (case, dtype), recs in by_case.items():
-        base = recs.get("eager")
+        name = next((r.reference_baseline for r in recs.values() if r.reference_baseline), "eager")
+        base = recs.get(name)
         base_s = _median(base)
-        print(f"{case} {dtype}: eager {_rate(base)}")
+        print(f"{case} {dtype}: {name} {_rate(base)}")
         for impl, r in sorted(recs.items(), key=lambda kv: _median(kv[1]) or float("inf")):
-            if impl == "eager":
+            if impl == name:
                 continue
             t = _median(r)
             ratio = f"{base_s / t:.3f}x" if t and base_s else r.status
@@ -45,7 +47,8 @@ def _median(r: object) -> float | None:
 def _rate(r: object) -> str:
     if r is None or r.status != "ok":
         return r.status if r is not None else "-"
-    return f"{r.tflops:.1f} TFLOP/s" if r.tflops else f"{r.gbps or 0:.0f} GB/s"
+    memory = r.bound == "memory" or not r.tflops        # the rate that sets its SOL
+    return f"{r.gbps or 0:.0f} GB/s" if memory else f"{r.tflops:.1f} TFLOP/s"
 
 
 if __name__ == "__main__":

@@ -131,6 +131,19 @@ def test_decode_partitions(d, h, hkv, sq, sk):
     check("decode", 1, h, hkv, sq, sk, d, True, torch.bfloat16, seed=h * sq)
 
 
+@pytest.mark.parametrize("splits", [1, 3, 64, 256])
+@pytest.mark.parametrize("h,hkv,sq,sk", [(8, 1, 1, 16384), (64, 8, 16, 5000), (4, 4, 2, 100)])
+def test_decode_with_a_chosen_split(splits, h, hkv, sq, sk):
+    # One part, an odd count, and the most the combine takes (clamped to the key tiles where fewer):
+    # the mma.sync rows and, at 128 packed rows on sm_90, the wgmma split kernel.
+    q, k, v = rand_qkv(1, h, hkv, sq, sk, 128, torch.bfloat16, seed=splits)
+    poison(((1, h, sq, 128), torch.bfloat16))
+    got = kernels_ext.attention_decode(q, k, v, splits=splits)
+    ref, _ = attention_reference_lse(q.float(), k.float(), v.float(), is_causal=False)
+    err = ((got.float() - ref).norm() / ref.norm()).item()
+    assert err <= NORM_TOL[torch.bfloat16], f"splits={splits} H{h} KV{hkv} SQ{sq} SK{sk}: normwise error {err:.3g}"
+
+
 def test_decode_many_rows_per_kv_head():
     # 16 query heads per K/V head x 16 positions = 256 packed rows: two row blocks per K/V head.
     check("decode", 1, 64, 4, 16, 3000, 128, True, torch.bfloat16)

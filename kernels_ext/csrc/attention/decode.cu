@@ -380,7 +380,8 @@ DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   // At most one wave of blocks (a partial second wave would cost a whole tile time); never more
   // splits than tiles, nor more partials per row than the combine kernel stages. A block's key
   // groups are merged before it writes, so each split is one partial.
-  const int64_t wanted = int64_t{blocks_per_sm} * sms / std::max<int64_t>(groups, 1);
+  const int64_t wanted = p.decode_splits > 0 ? int64_t{p.decode_splits}
+                                             : int64_t{blocks_per_sm} * sms / std::max<int64_t>(groups, 1);
   int splits = static_cast<int>(std::min<int64_t>(wanted, kMaxPartials));
   splits = std::max(1, std::min(splits, n_tiles));
   plan.tiles_per_split = static_cast<int>(ceil_div(n_tiles, splits));

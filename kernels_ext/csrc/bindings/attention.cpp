@@ -60,8 +60,9 @@ void raise_on_error(const AttentionResult& r, const char* op) {
 
 std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at::Tensor& q,
                                        const at::Tensor& k, const at::Tensor& v, bool causal,
-                                       std::optional<double> scale, bool want_lse) {
+                                       std::optional<double> scale, bool want_lse, int decode_splits = 0) {
   AttentionParams p;
+  p.decode_splits = decode_splits;
   p.dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
   p.batch = q.size(0);
   p.heads_q = q.size(1);
@@ -156,8 +157,9 @@ at::Tensor flash_attention_wgmma_persistent(const at::Tensor& q, const at::Tenso
 }
 
 at::Tensor attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            bool causal, std::optional<double> scale) {
-  return std::get<0>(run("attention_decode", Variant::kDecode, q, k, v, causal, scale, false));
+                            bool causal, std::optional<double> scale, int64_t splits) {
+  return std::get<0>(run("attention_decode", Variant::kDecode, q, k, v, causal, scale, false,
+                         static_cast<int>(splits)));
 }
 
 }  // namespace sk::impl
