@@ -202,6 +202,7 @@ def _record_measurement(rec: Record, m: Measurement, job: WorkerJob, state: Work
     rec.timer, rec.samples_s, rec.time_s = m.timer, m.samples_s, m.time_json()
     rec.warnings += m.notes
     rec.telemetry = {**state.monitor.summary(m.throttled), "flush_bytes": m.flush_bytes,
+                     "flush_mode": job.timing.flush_mode if m.flush_bytes and job.info.kind == "cuda" else None,
                      "cross_check": m.cross_check, "timer_correction": m.correction,
                      "noise": m.noise.to_json() if m.noise else None}
     if m.throttled:

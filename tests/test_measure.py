@@ -323,3 +323,33 @@ def test_the_measure_package_imports_no_higher_module():
     allowed = {"solbench", "solbench.stats", "solbench.telemetry", "solbench.nvml", "solbench.integrity",
                "solbench.noise_model", "solbench.errors"}   # the run-to-run model a measurement is stamped with
     assert {m for m in out if not m.startswith("solbench.measure")} <= allowed, out
+
+
+def test_flush_modes_are_checked_and_default_to_write():
+    from solbench.measure import TimingConfig, bench
+    from solbench.measure.l2flush import FLUSH_MODES, check_mode
+
+    assert TimingConfig().flush_mode == "write" and FLUSH_MODES == ("write", "read")
+    assert check_mode("read") == "read"
+    with pytest.raises(ValueError, match="unknown L2 flush mode 'clean' \\(use write, read\\)"):
+        L2Flush(0, "clean")
+    with pytest.raises(ValueError, match="unknown L2 flush mode"):
+        bench(lambda: None, flush_mode="clean", device="cpu")
+    assert L2Flush(0, "read").buf is None          # size 0: a no-op in either mode
+    L2Flush(0, "read")()
+
+
+def test_the_read_flush_sums_whole_rows_of_the_buffer(monkeypatch):
+    import torch
+
+    from solbench.measure import l2flush
+
+    monkeypatch.setattr(l2flush, "_device_buffer", lambda n: torch.zeros(n, dtype=torch.uint8))
+    f = l2flush.L2Flush(3 * l2flush.READ_ROW_BYTES + 100, "read")
+    assert tuple(f._rows.shape) == (3, l2flush.READ_ROW_BYTES // 8) and f._rows.dtype == torch.float64
+    f.buf[: 3 * l2flush.READ_ROW_BYTES].view(torch.float64)[l2flush.READ_ROW_BYTES // 8] = 2.5   # row 1
+    f()
+    assert f._sums.tolist() == [0.0, 2.5, 0.0]
+    w = l2flush.L2Flush(64, "write")
+    w()
+    assert int(w.buf[0]) == 255                     # bitwise_not of zeros

@@ -12,7 +12,7 @@ Layout (nvbench's split; every record names the timer that produced it):
 - noise.py       the noise of a median (within-run + run-to-run from noise_model.py) and the stopping
                  rule (a protocol; NoiseTarget is today's rule)
 - sampler.py     collects batches until the rule or the budget says stop; drops throttled batches
-- l2flush.py     the flush buffer (twice the L2) rewritten before each timed call
+- l2flush.py     the flush buffer (twice the L2), rewritten (or only read) before each timed call
 - cpu.py         on a CPU: the cache flush (four times all its caches) and re-timing preempted calls
 - timers/        one module per timer, named in timers.TIMERS:
                    events (CUDA default: event pairs, spin-held queue, tare), graph (CUDA graph replay),
@@ -33,7 +33,7 @@ from typing import Any, Callable
 from solbench.measure.config import Call, Measurement, TimerCache, TimingConfig, describe
 from solbench.measure.cpu import CacheFlush, cpu_flush_bytes
 from solbench.measure.crosscheck import CHECKED_TIMERS, cross_check
-from solbench.measure.l2flush import L2Flush, flush_bytes
+from solbench.measure.l2flush import L2Flush, check_mode, flush_bytes
 from solbench.measure.noise import Noise, NoiseTarget, StoppingRule
 from solbench.measure.nvtx import Markers
 from solbench.measure.timers import TIMERS, TimerContext, timer_named
@@ -65,7 +65,7 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
     import torch
 
     monitor = monitor or ClockMonitor.open("cpu")
-    flush = L2Flush(flush_bytes(l2_bytes, config.flush))
+    flush = L2Flush(flush_bytes(l2_bytes, config.flush), config.flush_mode)
     cycles_per_s = sm_clock_mhz * 1e6 if sm_clock_mhz else DEFAULT_SM_HZ
     markers = Markers(config.nvtx)      # --nvtx: every timed call in a range, the timed window marked
     window = markers.window(f"solbench timed window ({config.timer})")
@@ -82,7 +82,8 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
 
 
 def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, budget_s: float = 1.0,
-          flush: bool = True, device: Any = None, cache: TimerCache | None = None) -> Measurement:
+          flush: bool = True, device: Any = None, cache: TimerCache | None = None,
+          flush_mode: str = "write") -> Measurement:
     """Time `fn()` the way `solbench run` does, from a notebook or a script.
 
     fn       takes no arguments; whatever it returns is ignored, except to tell where it runs.
@@ -92,6 +93,8 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
     budget_s ... or after this many seconds (then `reached_target` is False and a note says so).
     flush    rewrite a buffer twice the L2's size (on a CPU: four times all its caches) before each call,
              outside the timed window.
+    flush_mode  on a GPU: 'write' (rewrite the buffer) or 'read' (only read it, leaving the L2 clean);
+             l2flush.py says how they differ.
     device   'cpu', 'cuda' or 'cuda:N'; None: where the tensors fn returns live (CPU without CUDA).
     cache    keep the events timer's calibration between calls (pass the same TimerCache() each time).
 
@@ -111,7 +114,8 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
     if not budget_s > 0:
         raise ValueError(f"bench: budget_s must be positive, got {budget_s!r}")
     kind, index = _where(fn, device)
-    config = TimingConfig(timer=timer, rse_target=rse, budget_s=budget_s, flush=flush)
+    check_mode(flush_mode)
+    config = TimingConfig(timer=timer, rse_target=rse, budget_s=budget_s, flush=flush, flush_mode=flush_mode)
     if kind == "cpu":
         from solbench.hardware import cpu_cache_bytes
 

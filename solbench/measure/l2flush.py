@@ -1,14 +1,25 @@
 """Evicting the L2 between timed calls, so a kernel is timed reading its inputs from DRAM.
 
 A kernel timed back to back on the same inputs finds them in the L2 (60 MiB on an H200) and looks
-faster than it runs in a model. The flush rewrites a buffer at least twice the L2's size before every
-timed call, outside the timed window.
+faster than it runs in a model. The flush touches a buffer at least twice the L2's size before every
+timed call, outside the timed window. Two ways (FLUSH_MODES):
+
+- write (the default, what every committed result used): the buffer is rewritten. The L2 is then full
+  of dirty lines, and the timed call's first misses write them back to DRAM inside its window: up to
+  an L2's worth of writes charged to the call. For a call that moves a few L2-sizes (a decode GEMM's
+  128 MiB of weights, a 16k-token KV cache's 64 MiB) that can be a large share of its DRAM traffic.
+- read: the buffer is only read (one row sum per 8 KiB). Lines the previous call left dirty are
+  written back during the flush, and the L2 the timed call meets holds clean lines only.
+
+`scripts/tune/flush_probe.py` measures how far the two differ on a GPU.
 """
 
 from __future__ import annotations
 
 MIN_FLUSH_BYTES = 64 * 2**20    # also when the L2 size is unknown
 L2_MULTIPLE = 2                 # a buffer of twice the L2 leaves none of the previous data in it
+FLUSH_MODES = ("write", "read")
+READ_ROW_BYTES = 8192           # the read flush sums rows of this many bytes: one kernel, no global reduce
 
 
 def flush_bytes(l2_bytes: int | None, enabled: bool = True) -> int:
@@ -16,23 +27,49 @@ def flush_bytes(l2_bytes: int | None, enabled: bool = True) -> int:
     return max(L2_MULTIPLE * (l2_bytes or 0), MIN_FLUSH_BYTES) if enabled else 0
 
 
-class L2Flush:
-    """Evicts the L2 by rewriting a buffer at least twice its size; a no-op of size 0 (CPU, flush off).
+def check_mode(mode: str) -> str:
+    if mode not in FLUSH_MODES:
+        raise ValueError(f"unknown L2 flush mode {mode!r} (use {', '.join(FLUSH_MODES)})")
+    return mode
 
-    bitwise_not on uint8 (read + write of every byte) rather than zero_(): its kernel has a name no
-    implementation is likely to launch, so the CUPTI timer can recognise and exclude it by name.
+
+class L2Flush:
+    """Evicts the L2 by touching a buffer at least twice its size; a no-op of size 0 (CPU, flush off).
+
+    write: bitwise_not on uint8 (read + write of every byte) rather than zero_(): its kernel has a name
+    no implementation is likely to launch, so the CUPTI timer can recognise and exclude it by name.
+    read: a float64 sum of each 8 KiB row into a small output, likewise one kernel of its own name (a
+    whole-buffer sum would add a memset for its global reduction, a second activity per flush).
     """
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, mode: str = "write"):
         self.nbytes = nbytes
+        self.mode = check_mode(mode)
         self.buf = _device_buffer(nbytes) if nbytes else None
+        self._rows = self._sums = None
+        if self.buf is not None and mode == "read":
+            rows = nbytes // READ_ROW_BYTES
+            self._rows = self.buf[: rows * READ_ROW_BYTES].view(_float64()).view(rows, READ_ROW_BYTES // 8)
+            self._sums = self._rows.new_empty(rows)
 
     def __call__(self) -> None:
-        if self.buf is not None:
+        if self.buf is None:
+            return
+        if self.mode == "write":
             self.buf.bitwise_not_()
+        else:
+            import torch
+
+            torch.sum(self._rows, dim=1, out=self._sums)
 
 
 def _device_buffer(nbytes: int) -> object:
     import torch
 
     return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+
+def _float64() -> object:
+    import torch
+
+    return torch.float64

@@ -1,0 +1,97 @@
+"""Does the L2 flush charge its own write-backs to the timed call? (issues 13 and 14: decode)
+
+    python scripts/tune/flush_probe.py [--json FILE]
+
+solbench's flush rewrites a buffer of twice the L2 before each timed call, so the call meets an L2 full of
+dirty lines and writes them back to DRAM inside its window (solbench/measure/l2flush.py). If that is what
+holds the decode GEMM (128 MiB of weights) at 0.67 of the bandwidth and split-KV decoding over 64 MiB at
+0.50 (and cuBLAS and cuDNN with them), then timing after a read-only flush, which leaves the L2 clean,
+moves those calls and leaves the GiB-sized ones nearly where they were.
+
+Each call is timed with bench() (events timer) after each flush mode, alternating, twice. Memory-bound
+calls only; the bytes are what each must move (inputs read once, outputs written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from solbench.measure import bench
+from solbench.torch_ops.attention import sdpa
+
+MiB = 2**20
+
+
+@dataclass
+class Row:
+    name: str
+    bytes: int
+    write_us: list[float]
+    read_us: list[float]
+
+    def line(self) -> str:
+        w, r = min(self.write_us), min(self.read_us)
+        return (f"{self.name:34} {self.bytes / MiB:8.0f} MiB  write-flush {w:8.1f} us {self.bytes / w / 1e3:6.0f} GB/s"
+                f"  read-flush {r:8.1f} us {self.bytes / r / 1e3:6.0f} GB/s  {w / r:5.2f}x")
+
+
+def _bf16(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
+
+def calls() -> dict[str, tuple[int, Callable[[], Any]]]:
+    out: dict[str, tuple[int, Callable[[], Any]]] = {}
+    for n in (8192, 16384):
+        a, w = _bf16(16, 8192), _bf16(n, 8192)
+        out[f"cuBLAS 16x{n}x8192"] = (w.nbytes + a.nbytes + 16 * n * 2, lambda a=a, w=w: a @ w.t())
+    for sk in (4096, 16384, 65536):
+        q, k, v = _bf16(1, 64, 1, 128), _bf16(1, 8, sk, 128), _bf16(1, 8, sk, 128)
+        out[f"SDPA decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes, lambda q=q, k=k, v=v: sdpa(q, k, v))
+    for mib in (64, 256, 1024):
+        x, y = torch.empty(mib * MiB, dtype=torch.uint8, device="cuda"), torch.empty(mib * MiB, dtype=torch.uint8,
+                                                                                        device="cuda")
+        out[f"copy {mib} MiB"] = (2 * x.nbytes, lambda x=x, y=y: y.copy_(x))
+    try:
+        import kernels_ext
+
+        kernels_ext.ensure_loaded()
+    except Exception as exc:  # the PyTorch calls alone still answer the question
+        print(f"kernels_ext not loaded ({type(exc).__name__}: {exc}); timing PyTorch only", file=sys.stderr)
+        return out
+    a, w = _bf16(16, 8192), _bf16(8192, 8192)
+    out["gemm_decode 16x8192x8192"] = (w.nbytes + a.nbytes + 16 * 8192 * 2, lambda: kernels_ext.gemm_decode(a, w))
+    for sk in (16384, 65536):
+        q, k, v = _bf16(1, 64, 1, 128), _bf16(1, 8, sk, 128), _bf16(1, 8, sk, 128)
+        out[f"attention_decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes,
+                                                lambda q=q, k=k, v=v: kernels_ext.attention_decode(q, k, v))
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--repeats", type=int, default=2)
+    args = p.parse_args()
+    rows = []
+    for name, (nbytes, fn) in calls().items():
+        row = Row(name, nbytes, [], [])
+        for _ in range(args.repeats):       # alternating, so drift in clocks hits both modes alike
+            row.write_us.append(bench(fn, flush_mode="write", budget_s=1.0).stats.median * 1e6)
+            row.read_us.append(bench(fn, flush_mode="read", budget_s=1.0).stats.median * 1e6)
+        rows.append(row)
+        print(row.line(), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(),
+                                         "rows": [asdict(r) for r in rows]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
