@@ -170,6 +170,14 @@ def _method(run: Run) -> tuple[str, str]:
     return ",".join(timers), str(run.peaks.get("source", "?"))
 
 
+def _flush(run: Run) -> str:
+    """How a run's GPU records flushed the L2: write (also every record from before the mode was recorded)
+    or read; several modes joined by commas."""
+    modes = {(r.telemetry or {}).get("flush_mode") or "write" for r in run.records
+             if r.timer and r.timer != "wall" and (r.telemetry or {}).get("flush_bytes")}
+    return ",".join(sorted(modes)) or "write"
+
+
 def check_comparable(base: Run, new: Run, metric: str, allow_cross_device: bool, allow_mixed_methods: bool,
                      new_path: str) -> None:
     """Refuse comparisons whose difference would be the instrument, not the code."""
@@ -185,6 +193,11 @@ def check_comparable(base: Run, new: Run, metric: str, allow_cross_device: bool,
         raise UserError(f"BASE was timed with '{b_timer}' and NEW with '{n_timer}': different timers measure "
                         f"different things (e.g. launch overhead); rerun with the same --timer, or pass "
                         f"--allow-mixed-methods", file=new_path, field="records[].timer")
+    b_flush, n_flush = _flush(base), _flush(new)
+    if b_flush != n_flush:
+        raise UserError(f"BASE flushed the L2 by '{b_flush}' and NEW by '{n_flush}': a write flush charges its "
+                        f"write-backs to the timed call, a read flush does not; rerun with the same --flush, or pass "
+                        f"--allow-mixed-methods", file=new_path, field="records[].telemetry.flush_mode")
     if metric == "sol" and b_peaks != n_peaks:
         raise UserError(f"BASE was scored against '{b_peaks}' peaks and NEW against '{n_peaks}': SOL from "
                         f"different ceilings is not comparable; use the same --peaks, or pass "

@@ -141,3 +141,11 @@ def test_list_show_env(out_dir):
     assert " at 0x" not in res.output      # formula kwargs are shown as written, not as Python objects
     res = invoke("env", "--out", str(out_dir))
     assert res.exit_code == 0 and "cpu-measured" in res.output
+
+
+def test_run_rejects_an_unknown_flush_mode_by_flag(tmp_path):
+    from solbench.cli import app as cli_app
+
+    res = CliRunner().invoke(cli_app, ["run", "--ops", "add", "--quick", "--flush", "clean", "--out", str(tmp_path)])
+    assert res.exit_code != 0 and "--flush" in res.output and "unknown flush mode 'clean' (use write, read)" in res.output
+    assert "Traceback" not in res.output

@@ -320,6 +320,20 @@ def test_runs_timed_or_scored_differently_are_refused_unless_allowed():
     assert compare_runs(as_run(base), as_run(new)).pairs   # times do not depend on the peaks
 
 
+def test_runs_flushed_differently_are_refused_and_older_records_count_as_write():
+    base, new = ab_runs(1e-3, 0.0, 0.01, 30, seed=7)
+    for rec in base["records"]:
+        rec["telemetry"] = {"flush_bytes": 128 << 20}                       # before the mode was recorded
+    for rec in new["records"]:
+        rec["telemetry"] = {"flush_bytes": 128 << 20, "flush_mode": "read"}
+    with pytest.raises(UserError, match=r"flushed the L2 by 'write' and NEW by 'read'"):
+        compare_runs(as_run(base), as_run(new))
+    assert compare_runs(as_run(base), as_run(new), allow_mixed_methods=True).pairs
+    for rec in new["records"]:
+        rec["telemetry"]["flush_mode"] = "write"
+    assert compare_runs(as_run(base), as_run(new)).pairs
+
+
 # ---------------------------------------------------------------- the run-to-run criterion
 
 TINY = 3.14e-6     # the H200 gelu 1024x1024 bf16 eager that an A/A pair once called SLOWER at +4.3%

@@ -19,6 +19,7 @@ from solbench.cli import scaleout
 from solbench.cli.audit import counters_table
 from solbench.errors import UserError
 from solbench.measure import TimingConfig
+from solbench.measure.l2flush import FLUSH_MODES
 
 
 @app.command()
@@ -62,12 +63,17 @@ def run(
                               "cudaProfilerStart/Stop around each timed window (for nsys; README)."),
     ncu: Optional[str] = typer.Option(None, "--ncu", help="The ncu for --counters (default: $SOLBENCH_NCU, PATH, "
                                       "/usr/local/cuda/bin, /opt/nvidia/nsight-compute/*)."),
+    flush: str = typer.Option("write", "--flush", help="How the L2 is flushed before each timed call: write "
+                              "(rewrite a buffer of twice the L2, the default) or read (only read it, so the call "
+                              "meets no dirty lines to write back)."),
 ) -> None:
     """Check, time and score each op's implementations and baselines; write a results file."""
     config = _run_config(ops, dtypes, shape, impls, baseline, quick, device, peaks or "datasheet", out_dir, rse,
                          budget, min_samples, timeout, fail_fast, no_isolate, seed, timer)
+    if flush not in FLUSH_MODES:
+        raise UserError(f"unknown flush mode '{flush}' (use {', '.join(FLUSH_MODES)})", field="--flush")
     config = dataclasses.replace(config, counters=counters, ncu=ncu,
-                                 timing=dataclasses.replace(config.timing, nvtx=nvtx))
+                                 timing=dataclasses.replace(config.timing, nvtx=nvtx, flush_mode=flush))
     if remote:
         from solbench.cli.remote import remote_request, run_remote
 
@@ -75,7 +81,7 @@ def run(
                                  timeout, fail_fast, seed)
         local = {"--device": device != "auto", "--specs": bool(specs_dirs), "--no-isolate": no_isolate,
                  "--gpus": gpus is not None, "--executor": executor != "local", "--resume": resume is not None,
-                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None}
+                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None, "--flush": flush != "write"}
         raise typer.Exit(run_remote(remote, request, out_dir, json_path, csv_path, local))
     config = scaleout.with_placement(config, gpus, executor, ray_address, accelerators, retries, resume)
     if config.placement.accelerators:
