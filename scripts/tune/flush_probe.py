@@ -6,7 +6,9 @@ solbench's flush rewrites a buffer of twice the L2 before each timed call, so th
 dirty lines and writes them back to DRAM inside its window (solbench/measure/l2flush.py). If that is what
 holds the decode GEMM (128 MiB of weights) at 0.67 of the bandwidth and split-KV decoding over 64 MiB at
 0.50 (and cuBLAS and cuDNN with them), then timing after a read-only flush, which leaves the L2 clean,
-moves those calls and leaves the GiB-sized ones nearly where they were.
+moves those calls by about an L2's worth of writes; read-dominated GiB-sized calls (cross-entropy) by
+the same few microseconds; and copies of any size not at all (their own dirty output, left in the L2
+when they end, offsets what they wrote back).
 
 Each call is timed with bench() (events timer) after each flush mode, alternating, twice. Memory-bound
 calls only; the bytes are what each must move (inputs read once, outputs written).
@@ -54,10 +56,17 @@ def calls() -> dict[str, tuple[int, Callable[[], Any]]]:
     for sk in (4096, 16384, 65536):
         q, k, v = _bf16(1, 64, 1, 128), _bf16(1, 8, sk, 128), _bf16(1, 8, sk, 128)
         out[f"SDPA decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes, lambda q=q, k=k, v=v: sdpa(q, k, v))
+    mat, vec = _bf16(16384, 8192), _bf16(8, 8192)
+    gemv_bytes = mat.nbytes + vec.nbytes + 8 * 16384 * 2
+    out["cuBLAS GEMV 16384x8192 B=8"] = (gemv_bytes, lambda: vec @ mat.t())
+    logits = _bf16(16384, 32768)
+    target = torch.randint(0, 32768, (16384,), device="cuda")
+    out["F.cross_entropy 16384x32768"] = (logits.nbytes + target.nbytes,
+                                          lambda: torch.nn.functional.cross_entropy(logits, target))
     for mib in (64, 256, 1024):
-        x, y = torch.empty(mib * MiB, dtype=torch.uint8, device="cuda"), torch.empty(mib * MiB, dtype=torch.uint8,
-                                                                                        device="cuda")
-        out[f"copy {mib} MiB"] = (2 * x.nbytes, lambda x=x, y=y: y.copy_(x))
+        src = torch.empty(mib * MiB, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        out[f"copy {mib} MiB"] = (2 * src.nbytes, lambda src=src, dst=dst: dst.copy_(src))
     try:
         import kernels_ext
 
@@ -65,8 +74,12 @@ def calls() -> dict[str, tuple[int, Callable[[], Any]]]:
     except Exception as exc:  # the PyTorch calls alone still answer the question
         print(f"kernels_ext not loaded ({type(exc).__name__}: {exc}); timing PyTorch only", file=sys.stderr)
         return out
-    a, w = _bf16(16, 8192), _bf16(8192, 8192)
-    out["gemm_decode 16x8192x8192"] = (w.nbytes + a.nbytes + 16 * 8192 * 2, lambda: kernels_ext.gemm_decode(a, w))
+    a16, w = _bf16(16, 8192), _bf16(8192, 8192)
+    out["gemm_decode 16x8192x8192"] = (w.nbytes + a16.nbytes + 16 * 8192 * 2,
+                                       lambda: kernels_ext.gemm_decode(a16, w))
+    out["kernels_ext.gemv 16384x8192 B=8"] = (gemv_bytes, lambda: kernels_ext.gemv(mat, vec))
+    out["kernels_ext.cross_entropy 16384x32768"] = (logits.nbytes + target.nbytes,
+                                                    lambda: kernels_ext.cross_entropy(logits, target))
     for sk in (16384, 65536):
         q, k, v = _bf16(1, 64, 1, 128), _bf16(1, 8, sk, 128), _bf16(1, 8, sk, 128)
         out[f"attention_decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes,
