@@ -44,4 +44,10 @@ SK_TILE_ORDER_FN TileCoord banded_tile(int64_t index, int64_t row_tiles, int64_t
   return t;
 }
 
+// The band a launch uses: at least 1, and no taller than the matrix (the same order, and no product
+// of a caller's huge band with the column count to overflow).
+inline int64_t banded_height(int64_t band, int64_t row_tiles) {
+  return band < 1 ? 1 : (band > row_tiles ? row_tiles : band);
+}
+
 }  // namespace sk

@@ -158,12 +158,13 @@ cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
                              : aligned(x, 4) && aligned(y, 4) && strides_even && a.rows % 2 == 0;
   const dim3 block(kThreadsX, kThreadsY);
   const unsigned grid = static_cast<unsigned>(tiles);
+  const int64_t band = banded_height(a.band, row_tiles);
   if (word_path) {
     transpose_kernel<T, true><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
-                                                          a.row_stride, row_tiles, col_tiles, a.band);
+                                                          a.row_stride, row_tiles, col_tiles, band);
   } else {
     transpose_kernel<T, false><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
-                                                           a.row_stride, row_tiles, col_tiles, a.band);
+                                                           a.row_stride, row_tiles, col_tiles, band);
   }
   return cudaGetLastError();
 }

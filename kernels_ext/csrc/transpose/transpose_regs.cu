@@ -124,7 +124,7 @@ cudaError_t launch_bytes(const TransposeArgs& a, cudaStream_t stream) {
   if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
   transpose_regs_kernel<ElemBytes><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
       static_cast<const uint8_t*>(a.x), static_cast<uint8_t*>(a.y), a.rows, a.cols, a.batch_stride,
-      a.row_stride, row_tiles, col_tiles, a.band);
+      a.row_stride, row_tiles, col_tiles, banded_height(a.band, row_tiles));
   return cudaGetLastError();
 }
 
