@@ -81,9 +81,9 @@ def test_the_tare_is_measured_once_per_cache(cache):
 
 
 def test_both_flush_modes_evict_and_the_read_flush_is_one_kernel(cache):
-    """A 48 MiB read fits the L2: timed without a flush it is read from there, after either flush from
+    """A 32 MiB read fits the L2: timed without a flush it is read from there, after either flush from
     DRAM. The read flush is one kernel per iteration, so CUPTI splits iterations (no averaging note)."""
-    x = torch.randn(12 * 2**20, device="cuda")
+    x = torch.randn(8 * 2**20, device="cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
 
     def timed(flush: bool, mode: str, timer: str = "events") -> Measurement:
