@@ -9,7 +9,9 @@ timed call, outside the timed window. Two ways (FLUSH_MODES):
   an L2's worth of writes charged to the call. For a call that moves a few L2-sizes (a decode GEMM's
   128 MiB of weights, a 16k-token KV cache's 64 MiB) that can be a large share of its DRAM traffic.
 - read: the buffer is only read (one row sum per 8 KiB). Lines the previous call left dirty are
-  written back during the flush, and the L2 the timed call meets holds clean lines only.
+  written back during the flush, and the L2 the timed call meets holds clean lines only. Fair to a
+  call that writes little; a call whose outputs are an L2 or more is undercharged by up to an L2 (its
+  last outputs are written back after its window, which under `write` the evictions made up for).
 
 `scripts/tune/flush_probe.py` measures how far the two differ on a GPU.
 """
