@@ -138,6 +138,10 @@ class OpSpec:
             total += math.prod(t.shape_for(env)) * precision(t.dtype_for(dtype)).size
         return float(total)
 
+    def output_bytes(self, dtype: str, env: Mapping[str, Any]) -> int:
+        """What the outputs take, each at its own size: what a call writes at the least."""
+        return sum(math.prod(t.shape_for(env)) * precision(t.dtype_for(dtype)).size for t in self.outputs)
+
     def bytes_for(self, dtype: str, env: Mapping[str, Any]) -> float:
         return float(self.bytes.evaluate(env)) if self.bytes is not None else self.fused_bytes(dtype, env)
 

@@ -252,7 +252,7 @@ def _time_call(call: traps.BoundCall, data: inputs.CaseData, job: WorkerJob,
         timed["last"][k] = out
 
     m = measure(run, job.info.kind, job.timing, job.info.flushed_cache_bytes, (job.info.clocks or {}).get("sm_max_mhz"),
-                state.monitor, state.timer_cache)
+                state.monitor, state.timer_cache, call.spec.output_bytes(call.case.dtype, data.env))
     return m, timed
 
 

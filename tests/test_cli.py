@@ -147,5 +147,5 @@ def test_run_rejects_an_unknown_flush_mode_by_flag(tmp_path):
     from solbench.cli import app as cli_app
 
     res = CliRunner().invoke(cli_app, ["run", "--ops", "add", "--quick", "--flush", "clean", "--out", str(tmp_path)])
-    assert res.exit_code != 0 and "--flush" in res.output and "unknown flush mode 'clean' (use write, read)" in res.output
+    assert res.exit_code != 0 and "--flush" in res.output and "unknown flush mode 'clean' (use write, read, balanced)" in res.output
     assert "Traceback" not in res.output

@@ -329,9 +329,9 @@ def test_flush_modes_are_checked_and_default_to_write():
     from solbench.measure import TimingConfig, bench
     from solbench.measure.l2flush import FLUSH_MODES, check_mode
 
-    assert TimingConfig().flush_mode == "write" and FLUSH_MODES == ("write", "read")
+    assert TimingConfig().flush_mode == "write" and FLUSH_MODES == ("write", "read", "balanced")
     assert check_mode("read") == "read"
-    with pytest.raises(ValueError, match="unknown L2 flush mode 'clean' \\(use write, read\\)"):
+    with pytest.raises(ValueError, match="unknown L2 flush mode 'clean' \\(use write, read, balanced\\)"):
         L2Flush(0, "clean")
     with pytest.raises(ValueError, match="unknown L2 flush mode"):
         bench(lambda: None, flush_mode="clean", device="cpu")
@@ -353,3 +353,28 @@ def test_the_read_flush_sums_whole_rows_of_the_buffer(monkeypatch):
     w = l2flush.L2Flush(64, "write")
     w()
     assert int(w.buf[0]) == 255                     # bitwise_not of zeros
+
+
+def test_the_balanced_flush_reads_then_rewrites_the_outputs_size_at_most_half_the_buffer(monkeypatch):
+    import torch
+
+    from solbench.measure import l2flush
+
+    monkeypatch.setattr(l2flush, "_device_buffer", lambda n: torch.zeros(n, dtype=torch.uint8))
+    n = 4 * l2flush.READ_ROW_BYTES
+    f = l2flush.L2Flush(n, "balanced", dirty_bytes=100)
+    assert f.dirty_bytes == 100 and f.kernels_per_flush == 2
+    f()
+    assert int(f.buf[:100].min()) == 255 and int(f.buf[100:].max()) == 0 and f._sums.shape == (4,)
+    assert l2flush.L2Flush(n, "balanced", dirty_bytes=10 * n).dirty_bytes == n // 2     # at most the L2
+    assert l2flush.L2Flush(n, "balanced").kernels_per_flush == 1                      # writes nothing: the read only
+    assert l2flush.L2Flush(n, "read", dirty_bytes=100).dirty_bytes == 0               # only balanced rewrites
+
+
+def test_split_iterations_takes_a_flush_of_several_kernels_as_one():
+    names = frozenset({"sum", "not"})
+    events = [(0, 50, "sum"), (50, 60, "not"), (70, 90, "k"), (100, 150, "sum"), (150, 160, "not"), (170, 180, "k")]
+    samples, note = split_iterations(events, names, 2, per_flush=2)
+    assert note is None and [round(s * 1e9) for s in samples] == [20, 10]
+    samples, note = split_iterations(events[:-1] + [(170, 180, "not")], names, 2, per_flush=2)
+    assert "found 5 flush kernels for 2 iterations of 2" in note      # an impl's kernel named like the flush

@@ -161,3 +161,12 @@ def test_specs_are_found_in_a_checkout_or_an_installed_prefix(tmp_path):
     assert specs_root(checkout=tmp_path / "no-checkout", prefix=tmp_path / "prefix") == installed
     with pytest.raises(UserError, match="cannot find solbench's built-in specs"):
         specs_root(checkout=tmp_path / "no-checkout", prefix=tmp_path / "empty")
+
+
+def test_output_bytes_count_each_output_at_its_own_dtype():
+    from solbench import spec as specmod
+
+    s = specmod.load_all()["cross_entropy_rows"]
+    env = {"N": 16, "V": 100}
+    assert s.output_bytes("bfloat16", env) == 16 * 4          # fp32 losses whatever the logits' dtype
+    assert s.fused_bytes("bfloat16", env) == 16 * 100 * 2 + 16 * 8 + 16 * 4

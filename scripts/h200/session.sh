@@ -21,7 +21,7 @@
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
 #   tsweep   the transpose kernels' tile orders the same way (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
-#   flushprobe memory-bound calls timed after the write flush and after a read-only one (scripts/tune/flush_probe.py)
+#   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
 #   audit    scripts/h200/audit.sh
 set -uo pipefail
@@ -140,7 +140,7 @@ stage_gridtest() {  # the GPU test for the per-configuration grid memo (issue 13
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gemm.py -k own_grid -rfE 2>&1 | tail -8
 }
 stage_flushprobe() {
-  timeout 200 python3 scripts/tune/flush_probe.py --json "$OUT/flush_probe.json" | tee "$OUT/flush_probe.txt"
+  timeout 240 python3 scripts/tune/flush_probe.py --json "$OUT/flush_probe.json" | tee "$OUT/flush_probe.txt"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_measure_gpu.py -k "flush" -rfE 2>&1 | tail -4
 }
 stage_gemmprobe() { timeout 200 python3 scripts/tune/gemm_timing_probe.py --json "$OUT/gemm_timing_probe.json"; }

@@ -10,8 +10,9 @@ moves those calls by about an L2's worth of writes; read-dominated GiB-sized cal
 the same few microseconds; and copies of any size not at all (their own dirty output, left in the L2
 when they end, offsets what they wrote back).
 
-Each call is timed with bench() (events timer) after each flush mode, alternating, twice. Memory-bound
-calls only; the bytes are what each must move (inputs read once, outputs written).
+Each call is timed with bench() (events timer) after each flush mode (write, read, balanced: read, then
+rewrite as many bytes as the call's outputs), alternating, twice. Memory-bound calls only; the bytes are
+what each must move (inputs read once, outputs written).
 """
 
 from __future__ import annotations
@@ -25,48 +26,53 @@ from typing import Any, Callable
 
 import torch
 
-from solbench.measure import bench
+from solbench.measure import TimerCache, bench
 from solbench.torch_ops.attention import sdpa
 
 MiB = 2**20
+
+
+MODES = ("write", "read", "balanced")
 
 
 @dataclass
 class Row:
     name: str
     bytes: int
-    write_us: list[float]
-    read_us: list[float]
+    output_bytes: int
+    us: dict[str, list[float]]
 
     def line(self) -> str:
-        w, r = min(self.write_us), min(self.read_us)
-        return (f"{self.name:34} {self.bytes / MiB:8.0f} MiB  write-flush {w:8.1f} us {self.bytes / w / 1e3:6.0f} GB/s"
-                f"  read-flush {r:8.1f} us {self.bytes / r / 1e3:6.0f} GB/s  {w / r:5.2f}x")
+        best = {m: min(v) for m, v in self.us.items()}
+        cols = "  ".join(f"{m} {t:8.1f} us {self.bytes / t / 1e3:5.0f} GB/s" for m, t in best.items())
+        return f"{self.name:38} {self.bytes / MiB:6.0f} MiB  {cols}  write/read {best['write'] / best['read']:5.2f}x"
 
 
 def _bf16(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
 
 
-def calls() -> dict[str, tuple[int, Callable[[], Any]]]:
-    out: dict[str, tuple[int, Callable[[], Any]]] = {}
+def calls() -> dict[str, tuple[int, int, Callable[[], Any]]]:
+    """name -> (bytes moved, bytes written, the call)."""
+    out: dict[str, tuple[int, int, Callable[[], Any]]] = {}
     for n in (8192, 16384):
         a, w = _bf16(16, 8192), _bf16(n, 8192)
-        out[f"cuBLAS 16x{n}x8192"] = (w.nbytes + a.nbytes + 16 * n * 2, lambda a=a, w=w: a @ w.t())
+        out[f"cuBLAS 16x{n}x8192"] = (w.nbytes + a.nbytes + 16 * n * 2, 16 * n * 2, lambda a=a, w=w: a @ w.t())
     for sk in (4096, 16384, 65536):
         q, k, v = _bf16(1, 64, 1, 128), _bf16(1, 8, sk, 128), _bf16(1, 8, sk, 128)
-        out[f"SDPA decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes, lambda q=q, k=k, v=v: sdpa(q, k, v))
+        out[f"SDPA decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes, q.nbytes,
+                                           lambda q=q, k=k, v=v: sdpa(q, k, v))
     mat, vec = _bf16(16384, 8192), _bf16(8, 8192)
     gemv_bytes = mat.nbytes + vec.nbytes + 8 * 16384 * 2
-    out["cuBLAS GEMV 16384x8192 B=8"] = (gemv_bytes, lambda: vec @ mat.t())
+    out["cuBLAS GEMV 16384x8192 B=8"] = (gemv_bytes, 8 * 16384 * 2, lambda: vec @ mat.t())
     logits = _bf16(16384, 32768)
     target = torch.randint(0, 32768, (16384,), device="cuda")
-    out["F.cross_entropy 16384x32768"] = (logits.nbytes + target.nbytes,
+    out["F.cross_entropy 16384x32768"] = (logits.nbytes + target.nbytes, 4,
                                           lambda: torch.nn.functional.cross_entropy(logits, target))
     for mib in (64, 256, 1024):
         src = torch.empty(mib * MiB, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        out[f"copy {mib} MiB"] = (2 * src.nbytes, lambda src=src, dst=dst: dst.copy_(src))
+        out[f"copy {mib} MiB"] = (2 * src.nbytes, src.nbytes, lambda src=src, dst=dst: dst.copy_(src))
     try:
         import kernels_ext
 
@@ -75,14 +81,14 @@ def calls() -> dict[str, tuple[int, Callable[[], Any]]]:
         print(f"kernels_ext not loaded ({type(exc).__name__}: {exc}); timing PyTorch only", file=sys.stderr)
         return out
     a16, w = _bf16(16, 8192), _bf16(8192, 8192)
-    out["gemm_decode 16x8192x8192"] = (w.nbytes + a16.nbytes + 16 * 8192 * 2,
+    out["gemm_decode 16x8192x8192"] = (w.nbytes + a16.nbytes + 16 * 8192 * 2, 16 * 8192 * 2,
                                        lambda: kernels_ext.gemm_decode(a16, w))
-    out["kernels_ext.gemv 16384x8192 B=8"] = (gemv_bytes, lambda: kernels_ext.gemv(mat, vec))
-    out["kernels_ext.cross_entropy 16384x32768"] = (logits.nbytes + target.nbytes,
+    out["kernels_ext.gemv 16384x8192 B=8"] = (gemv_bytes, 8 * 16384 * 2, lambda: kernels_ext.gemv(mat, vec))
+    out["kernels_ext.cross_entropy 16384x32768"] = (logits.nbytes + target.nbytes, 4,
                                                     lambda: kernels_ext.cross_entropy(logits, target))
     for sk in (16384, 65536):
         q, k, v = _bf16(1, 64, 1, 128), _bf16(1, 8, sk, 128), _bf16(1, 8, sk, 128)
-        out[f"attention_decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes,
+        out[f"attention_decode 1x{sk} GQA8"] = (k.nbytes + v.nbytes + 2 * q.nbytes, q.nbytes,
                                                 lambda q=q, k=k, v=v: kernels_ext.attention_decode(q, k, v))
     return out
 
@@ -93,11 +99,13 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
     rows = []
-    for name, (nbytes, fn) in calls().items():
-        row = Row(name, nbytes, [], [])
-        for _ in range(args.repeats):       # alternating, so drift in clocks hits both modes alike
-            row.write_us.append(bench(fn, flush_mode="write", budget_s=1.0).stats.median * 1e6)
-            row.read_us.append(bench(fn, flush_mode="read", budget_s=1.0).stats.median * 1e6)
+    cache = TimerCache()                    # the events tare once, not once per call
+    for name, (nbytes, written, fn) in calls().items():
+        row = Row(name, nbytes, written, {m: [] for m in MODES})
+        for _ in range(args.repeats):       # alternating, so drift in clocks hits every mode alike
+            for mode in MODES:
+                m = bench(fn, flush_mode=mode, budget_s=1.0, output_bytes=written, cache=cache)
+                row.us[mode].append(m.stats.median * 1e6)
         rows.append(row)
         print(row.line(), flush=True)
     if args.json:

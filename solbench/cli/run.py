@@ -64,8 +64,9 @@ def run(
     ncu: Optional[str] = typer.Option(None, "--ncu", help="The ncu for --counters (default: $SOLBENCH_NCU, PATH, "
                                       "/usr/local/cuda/bin, /opt/nvidia/nsight-compute/*)."),
     flush: str = typer.Option("write", "--flush", help="How the L2 is flushed before each timed call: write "
-                              "(rewrite a buffer of twice the L2, the default) or read (only read it, so the call "
-                              "meets no dirty lines to write back)."),
+                              "(rewrite a buffer of twice the L2, the default), read (only read it: the call meets "
+                              "no dirty lines to write back) or balanced (read it, then rewrite as much as the "
+                              "case's outputs: the call pays for its own writes only)."),
 ) -> None:
     """Check, time and score each op's implementations and baselines; write a results file."""
     config = _run_config(ops, dtypes, shape, impls, baseline, quick, device, peaks or "datasheet", out_dir, rse,

@@ -47,13 +47,14 @@ __all__ = ["TIMERS", "Call", "EventOverhead", "Measurement", "Noise", "NoiseTarg
 
 def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | None = None,
             sm_clock_mhz: float | None = None, monitor: ClockMonitor | None = None,
-            cache: TimerCache | None = None) -> Measurement:
+            cache: TimerCache | None = None, output_bytes: int = 0) -> Measurement:
     """Time `call(i)` on a device of kind `device_kind` ('cuda' or 'cpu') with `config.timer`.
 
     l2_bytes sizes the flush buffer: the cache to evict before each call (a GPU's L2; on a CPU all its
     caches, DeviceInfo.flushed_cache_bytes); sm_clock_mhz converts the events timer's spins to cycles;
     the monitor samples clocks during the batches (and drops throttled ones); the cache keeps the events
-    tare and the CPU flush buffer for the next call in this process. A CPU is always timed with `wall`.
+    tare and the CPU flush buffer for the next call in this process; output_bytes (what the call writes)
+    sizes the rewritten part of a `balanced` flush. A CPU is always timed with `wall`.
     """
     timer = timer_named(config.timer)           # an unknown name fails on every device
     if device_kind != "cuda":
@@ -65,7 +66,7 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
     import torch
 
     monitor = monitor or ClockMonitor.open("cpu")
-    flush = L2Flush(flush_bytes(l2_bytes, config.flush), config.flush_mode)
+    flush = L2Flush(flush_bytes(l2_bytes, config.flush), config.flush_mode, output_bytes)
     cycles_per_s = sm_clock_mhz * 1e6 if sm_clock_mhz else DEFAULT_SM_HZ
     markers = Markers(config.nvtx)      # --nvtx: every timed call in a range, the timed window marked
     window = markers.window(f"solbench timed window ({config.timer})")
@@ -83,7 +84,7 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
 
 def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, budget_s: float = 1.0,
           flush: bool = True, device: Any = None, cache: TimerCache | None = None,
-          flush_mode: str = "write") -> Measurement:
+          flush_mode: str = "write", output_bytes: int = 0) -> Measurement:
     """Time `fn()` the way `solbench run` does, from a notebook or a script.
 
     fn       takes no arguments; whatever it returns is ignored, except to tell where it runs.
@@ -94,7 +95,8 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
     flush    rewrite a buffer twice the L2's size (on a CPU: four times all its caches) before each call,
              outside the timed window.
     flush_mode  on a GPU: 'write' (rewrite the buffer) or 'read' (only read it, leaving the L2 clean);
-             l2flush.py says how they differ.
+             l2flush.py says how they differ; 'balanced' (read, then rewrite output_bytes of it) needs
+             output_bytes, what fn writes.
     device   'cpu', 'cuda' or 'cuda:N'; None: where the tensors fn returns live (CPU without CUDA).
     cache    keep the events timer's calibration between calls (pass the same TimerCache() each time).
 
@@ -126,7 +128,7 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
         l2 = getattr(torch.cuda.get_device_properties(index), "L2_cache_size", None)
         monitor = ClockMonitor.open("cuda", index)
         try:
-            return measure(lambda _i: fn(), "cuda", config, l2, monitor.sm_max_mhz, monitor, cache)
+            return measure(lambda _i: fn(), "cuda", config, l2, monitor.sm_max_mhz, monitor, cache, output_bytes)
         finally:
             monitor.close()
 

@@ -12,6 +12,9 @@ timed call, outside the timed window. Two ways (FLUSH_MODES):
   written back during the flush, and the L2 the timed call meets holds clean lines only. Fair to a
   call that writes little; a call whose outputs are an L2 or more is undercharged by up to an L2 (its
   last outputs are written back after its window, which under `write` the evictions made up for).
+- balanced: read, then rewrite as many bytes of the buffer as the call's outputs (at most an L2:
+  `dirty_bytes`, from the spec). The call then writes back inside its window as many dirty lines as it
+  leaves behind after it, so it pays for its own writes, all of them, and for no one else's.
 
 `scripts/tune/flush_probe.py` measures how far the two differ on a GPU.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 MIN_FLUSH_BYTES = 64 * 2**20    # also when the L2 size is unknown
 L2_MULTIPLE = 2                 # a buffer of twice the L2 leaves none of the previous data in it
-FLUSH_MODES = ("write", "read")
+FLUSH_MODES = ("write", "read", "balanced")
 READ_ROW_BYTES = 8192           # the read flush sums rows of this many bytes: one kernel, no global reduce
 
 
@@ -42,27 +45,36 @@ class L2Flush:
     no implementation is likely to launch, so the CUPTI timer can recognise and exclude it by name.
     read: a float64 sum of each 8 KiB row into a small output, likewise one kernel of its own name (a
     whole-buffer sum would add a memset for its global reduction, a second activity per flush).
+    balanced: the read, then bitwise_not on the first `dirty_bytes` (capped at half the buffer, the
+    L2): two kernels per flush where dirty_bytes > 0 (`kernels_per_flush`, for CUPTI's split).
     """
 
-    def __init__(self, nbytes: int, mode: str = "write"):
+    def __init__(self, nbytes: int, mode: str = "write", dirty_bytes: int = 0):
         self.nbytes = nbytes
         self.mode = check_mode(mode)
         self.buf = _device_buffer(nbytes) if nbytes else None
+        self.dirty_bytes = min(max(0, int(dirty_bytes)), nbytes // L2_MULTIPLE) if mode == "balanced" else 0
         self._rows = self._sums = None
-        if self.buf is not None and mode == "read":
+        if self.buf is not None and mode in ("read", "balanced"):
             rows = nbytes // READ_ROW_BYTES
             self._rows = self.buf[: rows * READ_ROW_BYTES].view(_float64()).view(rows, READ_ROW_BYTES // 8)
             self._sums = self._rows.new_empty(rows)
+
+    @property
+    def kernels_per_flush(self) -> int:
+        return 2 if self.buf is not None and self.dirty_bytes > 0 else 1
 
     def __call__(self) -> None:
         if self.buf is None:
             return
         if self.mode == "write":
             self.buf.bitwise_not_()
-        else:
-            import torch
+            return
+        import torch
 
-            torch.sum(self._rows, dim=1, out=self._sums)
+        torch.sum(self._rows, dim=1, out=self._sums)
+        if self.dirty_bytes:
+            self.buf[: self.dirty_bytes].bitwise_not_()
 
 
 def _device_buffer(nbytes: int) -> object:

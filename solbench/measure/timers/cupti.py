@@ -97,7 +97,7 @@ def cupti_window(call: Call, flush: L2Flush, flush_names: frozenset[str], batch:
         if monitor is not None:
             throttle = monitor.during()
         torch.cuda.synchronize()
-    samples, note = split_iterations(gpu_intervals(prof), flush_names, batch)
+    samples, note = split_iterations(gpu_intervals(prof), flush_names, batch, flush.kernels_per_flush)
     return samples, note, throttle
 
 
@@ -135,19 +135,21 @@ def merged_length(intervals: list[tuple[int, int]]) -> int:
 
 
 def split_iterations(events: list[tuple[int, int, str]], flush_names: frozenset[str],
-                     batch: int) -> tuple[list[float], str | None]:
-    """Per-iteration device seconds: each flush starts an iteration; the rest is merged work.
+                     batch: int, per_flush: int = 1) -> tuple[list[float], str | None]:
+    """Per-iteration device seconds: each flush (`per_flush` kernels) starts an iteration; the rest is
+    merged work.
 
     When the flushes cannot be told apart (no flush, or the implementation launches the same kernel),
     the window's merged work is spread evenly over the iterations and a note says so.
     """
     flushes = [s for s, _, name in events if name in flush_names]
     work = [(s, e) for s, e, name in events if name not in flush_names]
-    if len(flushes) != batch:
+    if len(flushes) != batch * per_flush:
         per = merged_length(work) / 1e9 / max(batch, 1)
-        note = (f"CUPTI: found {len(flushes)} flush kernels for {batch} iterations; per-iteration times are "
-                f"the window's average") if flush_names else None
+        note = (f"CUPTI: found {len(flushes)} flush kernels for {batch} iterations of {per_flush}; per-iteration "
+                f"times are the window's average") if flush_names else None
         return [per] * batch, note
+    flushes = flushes[::per_flush]      # each flush's first kernel: they are launched back to back
     buckets: list[list[tuple[int, int]]] = [[] for _ in range(batch)]
     for s, e in work:
         j = sum(1 for f in flushes if f <= s) - 1
