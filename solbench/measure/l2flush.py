@@ -16,7 +16,7 @@ timed call, outside the timed window. Two ways (FLUSH_MODES):
   `dirty_bytes`, from the spec). The call then writes back inside its window as many dirty lines as it
   leaves behind after it, so it pays for its own writes, all of them, and for no one else's.
 
-`scripts/tune/flush_probe.py` measures how far the two differ on a GPU.
+`scripts/tune/flush_probe.py` measures how far the three differ on a GPU.
 """
 
 from __future__ import annotations
