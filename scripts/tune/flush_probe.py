@@ -1,14 +1,11 @@
-"""Does the L2 flush charge its own write-backs to the timed call? (issues 13 and 14: decode)
+"""How much does the L2 flush's own write-back cost the timed call?
 
     python scripts/tune/flush_probe.py [--json FILE]
 
-solbench's flush rewrites a buffer of twice the L2 before each timed call, so the call meets an L2 full of
-dirty lines and writes them back to DRAM inside its window (solbench/measure/l2flush.py). If that is what
-holds the decode GEMM (128 MiB of weights) at 0.67 of the bandwidth and split-KV decoding over 64 MiB at
-0.50 (and cuBLAS and cuDNN with them), then timing after a read-only flush, which leaves the L2 clean,
-moves those calls by about an L2's worth of writes; read-dominated GiB-sized calls (cross-entropy) by
-the same few microseconds; and copies of any size not at all (their own dirty output, left in the L2
-when they end, offsets what they wrote back).
+solbench's default flush rewrites a buffer of twice the L2 before each timed call, so the call meets an L2
+full of dirty lines and may write some of them back inside its window (solbench/measure/l2flush.py).
+Nsight Compute's clean-cache durations put that at a few microseconds for calls that only read
+(scripts/h200/ncu_vs_events.py); this measures it directly, on the same calls under each flush mode.
 
 Each call is timed with bench() (events timer) after each flush mode (write, read, balanced: read, then
 rewrite as many bytes as the call's outputs), alternating, twice. Memory-bound calls only; the bytes are

@@ -5,9 +5,9 @@ faster than it runs in a model. The flush touches a buffer at least twice the L2
 timed call, outside the timed window. Two ways (FLUSH_MODES):
 
 - write (the default, what every committed result used): the buffer is rewritten. The L2 is then full
-  of dirty lines, and the timed call's first misses write them back to DRAM inside its window: up to
-  an L2's worth of writes charged to the call. For a call that moves a few L2-sizes (a decode GEMM's
-  128 MiB of weights, a 16k-token KV cache's 64 MiB) that can be a large share of its DRAM traffic.
+  of dirty lines, which the timed call's first misses may write back inside its window. On the H200
+  that costs a call that only reads a few microseconds at most (Nsight Compute's clean-cache
+  durations against this timer's: scripts/h200/ncu_vs_events.py), not the L2's worth it could.
 - read: the buffer is only read (one row sum per 8 KiB). Lines the previous call left dirty are
   written back during the flush, and the L2 the timed call meets holds clean lines only. Fair to a
   call that writes little; a call whose outputs are an L2 or more is undercharged by up to an L2 (its
