@@ -171,8 +171,8 @@ def _method(run: Run) -> tuple[str, str]:
 
 
 def _flush(run: Run) -> str:
-    """How a run's GPU records flushed the L2: write (also every record from before the mode was recorded)
-    or read; several modes joined by commas."""
+    """How a run's GPU records flushed the L2: write (also every record from before the mode was recorded),
+    read or balanced; several modes joined by commas."""
     modes = {(r.telemetry or {}).get("flush_mode") or "write" for r in run.records
              if r.timer and r.timer != "wall" and (r.telemetry or {}).get("flush_bytes")}
     return ",".join(sorted(modes)) or "write"
@@ -195,9 +195,9 @@ def check_comparable(base: Run, new: Run, metric: str, allow_cross_device: bool,
                         f"--allow-mixed-methods", file=new_path, field="records[].timer")
     b_flush, n_flush = _flush(base), _flush(new)
     if b_flush != n_flush:
-        raise UserError(f"BASE flushed the L2 by '{b_flush}' and NEW by '{n_flush}': a write flush charges its "
-                        f"write-backs to the timed call, a read flush does not; rerun with the same --flush, or pass "
-                        f"--allow-mixed-methods", file=new_path, field="records[].telemetry.flush_mode")
+        raise UserError(f"BASE flushed the L2 by '{b_flush}' and NEW by '{n_flush}': the modes leave the L2 with "
+                        f"different dirty lines for the timed call to write back; rerun with the same --flush, or "
+                        f"pass --allow-mixed-methods", file=new_path, field="records[].telemetry.flush_mode")
     if metric == "sol" and b_peaks != n_peaks:
         raise UserError(f"BASE was scored against '{b_peaks}' peaks and NEW against '{n_peaks}': SOL from "
                         f"different ceilings is not comparable; use the same --peaks, or pass "

@@ -2,7 +2,7 @@
 
 A kernel timed back to back on the same inputs finds them in the L2 (60 MiB on an H200) and looks
 faster than it runs in a model. The flush touches a buffer at least twice the L2's size before every
-timed call, outside the timed window. Two ways (FLUSH_MODES):
+timed call, outside the timed window. Three ways (FLUSH_MODES):
 
 - write (the default, what every committed result used): the buffer is rewritten. The L2 is then full
   of dirty lines, which the timed call's first misses may write back inside its window. On the H200
