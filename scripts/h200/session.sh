@@ -19,7 +19,7 @@
 #   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
-#   tsweep   the transpose kernels' tile orders the same way (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
+#   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
