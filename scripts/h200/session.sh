@@ -114,12 +114,15 @@ stage_dsweep() {  # attention_decode's split of the key range beside SDPA, timed
   python3 scripts/h200/sweep_summary.py "$OUT/decode_splits.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
 }
-stage_xent() {  # cross-entropy with the mean and per row, beside eager and compiled
-  timeout 150 solbench run --ops cross_entropy,cross_entropy_rows --budget 0.3 --json "$OUT/cross_entropy.json" --out $RUNS
+stage_xent() {  # cross-entropy with the mean and per row, beside eager (compiled: FAMILIES_COMPILED=1, +1-2 min)
+  timeout 150 solbench run --ops cross_entropy,cross_entropy_rows --budget 0.3 \
+    --impls "eager,${FAMILIES_COMPILED:+compiled,}cuda" --json "$OUT/cross_entropy.json" --out $RUNS
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "cross_entropy" -rfE 2>&1 | tail -4
 }
-stage_embed() {  # embedding's two ways to wait for the index check, beside eager and compiled
-  timeout 150 solbench run --ops embedding --budget 0.3 --json "$OUT/embedding.json" --out $RUNS
+stage_embed() {  # embedding's two ways to wait for the index check, beside eager (compiled: FAMILIES_COMPILED=1)
+  local impls=eager,cuda,cuda_check_before,cuda_unchecked
+  timeout 150 solbench run --ops embedding --budget 0.3 --impls "${FAMILIES_COMPILED:+compiled,}$impls" \
+    --json "$OUT/embedding.json" --out $RUNS
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "embedding" -rfE 2>&1 | tail -4
 }
 stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's copy, timed by solbench run
