@@ -210,7 +210,8 @@ async def _run_op(request: Request, services: Services, served: Any, started: fl
     if choice.note:
         headers["X-Solbench-Note"] = choice.note
     media = "application/json" if decoded.form == "json" else SAFETENSORS_TYPE
-    return Response(reply.body, media_type=media, headers=headers), reply.kernel_s
+    # A memoryview: Starlette sends bytes or memoryview as they are, and the body is a bytearray (frames.py).
+    return Response(memoryview(reply.body), media_type=media, headers=headers), reply.kernel_s
 
 
 async def _body(request: Request, limit: int) -> bytes:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from solbench.exec.process import exit_reason
 from solbench.serve import opworker
+from solbench.serve.frames import read_frame
 from solbench.serve.limits import MemoryBudget, format_size
 from solbench.serve.opworker import WorkerSetup
 
@@ -40,7 +41,7 @@ _F_SETPIPE_SZ = 1031       # fcntl.F_SETPIPE_SZ (Linux); not exported by every P
 @dataclass
 class OpReply:
     status: int                       # 200 | 422 | 500 | 503 | 504
-    body: bytes = b""
+    body: bytes | bytearray = b""      # a reply body is read off the pipe into a bytearray (frames.py)
     error: str = ""
     where: str | None = None           # the request field a 422 names
     kernel_s: float | None = None
@@ -273,7 +274,7 @@ class OpService(DeviceFacts):
                         return f"the worker crashed ({exit_reason(self._proc.exitcode)})", 500
                     continue
                 meta = pickle.loads(self._recv.recv_bytes())
-                body = self._recv.recv_bytes() if meta.get("body") else b""
+                body = read_frame(self._recv) if meta.get("body") else b""
             except (EOFError, OSError):
                 self._proc.join(2)
                 return f"the worker crashed ({exit_reason(self._proc.exitcode)})", 500

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from solbench.job import SpecSource
 from solbench.registry import resolve
 from solbench.serve import tensors
+from solbench.serve.frames import read_frame
 from solbench.serve.oplib import KERNELS_PREFIX, OpLibrary
 
 IDLE_TRIM_S = 1.0          # idle this long: empty the caching allocator
@@ -60,7 +61,7 @@ def main(setup: WorkerSetup, requests: Any, replies: Any) -> None:
             continue
         try:
             meta = pickle.loads(requests.recv_bytes())
-            body = requests.recv_bytes() if meta.get("body") else b""
+            body = read_frame(requests) if meta.get("body") else b""
         except (EOFError, OSError):
             return
         reply, out = _answer(state, meta, body)
