@@ -554,3 +554,21 @@ def test_audit_end_to_end_writes_its_file_prints_the_table_and_exits_by_verdict(
     assert call["impl"] == "eager" and call["bytes_ratio"] == pytest.approx(1.0) and call["bytes"]["verdict"] == "ok"
     assert call["flops"]["verdict"] == "not-judged" and data["ops"][0]["passed"] is True
     assert list((tmp_path / "audit").glob("*.json"))
+
+
+def test_the_committed_audit_puts_the_flush_write_back_at_a_few_microseconds():
+    """docs/PERF.md's reading of scripts/h200/ncu_vs_events.py: against Nsight Compute's clean-cache
+    durations, calls that only read sit a few us above calls that also write, far from the 13 us an L2
+    of write-backs charged to them would add."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    out = subprocess.run([sys.executable, str(root / "scripts/h200/ncu_vs_events.py")], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    medians = {m.group(1): (float(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r"calls that (only read|also write).*median gap (-?[\d.]+) us .*, (\d+) calls\)", out)}
+    (read_gap, n_read), (write_gap, n_write) = medians["only read"], medians["also write"]
+    assert n_read >= 10 and n_write >= 10
+    assert 0 < read_gap - write_gap < 5
