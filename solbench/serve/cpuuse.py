@@ -41,7 +41,7 @@ def machine_busy_ticks() -> int:
 def cpu_use(pids: dict[str, int], top: int = 5) -> Iterator[dict[str, Any]]:
     """CPU use of each named process and of its `top` busiest threads while the block runs, filled in
     when the block ends: {"machine_busy_cores", "cores", "seconds", name: {"total", "user", "system",
-    "threads": {thread: cores}}}. `per_request(use, n)` turns it into microseconds per request."""
+    "threads": {thread: cores}}}. `per_request(use, rate)` turns it into microseconds per request."""
     use: dict[str, Any] = {}
     if not (PROC / "stat").exists():
         use["unavailable"] = "no /proc on this system"
