@@ -133,20 +133,21 @@ class OpSpec:
 
     def fused_bytes(self, dtype: str, env: Mapping[str, Any]) -> float:
         """`bytes: auto`: each input read once and each output written once, at each tensor's own size."""
-        total = 0
-        for t in self.inputs + self.outputs:
-            total += math.prod(t.shape_for(env)) * precision(t.dtype_for(dtype)).size
-        return float(total)
+        return float(_tensor_bytes(self.inputs + self.outputs, dtype, env))
 
     def output_bytes(self, dtype: str, env: Mapping[str, Any]) -> int:
         """What the outputs take, each at its own size: what a call writes at the least."""
-        return sum(math.prod(t.shape_for(env)) * precision(t.dtype_for(dtype)).size for t in self.outputs)
+        return _tensor_bytes(self.outputs, dtype, env)
 
     def bytes_for(self, dtype: str, env: Mapping[str, Any]) -> float:
         return float(self.bytes.evaluate(env)) if self.bytes is not None else self.fused_bytes(dtype, env)
 
     def compute_unit(self, dtype: str) -> str:
         return self.compute.get(dtype, self.compute.get("default", "simt"))
+
+
+def _tensor_bytes(tensors: Iterable[Any], dtype: str, env: Mapping[str, Any]) -> int:
+    return sum(math.prod(t.shape_for(env)) * precision(t.dtype_for(dtype)).size for t in tensors)
 
 
 # ---------------------------------------------------------------- loading

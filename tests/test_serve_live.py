@@ -15,12 +15,9 @@ import ipaddress
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -30,6 +27,7 @@ import torch
 from safetensors.torch import load, save
 
 from solbench.serve import auth, loadgen
+from solbench.serve.localserver import LocalServer
 
 REPO = Path(__file__).resolve().parent.parent
 LOAD_S = float(os.environ.get("SOLBENCH_SERVE_LOAD_S", "10"))
@@ -37,57 +35,24 @@ RSS_REQUESTS = 10_000
 RSS_TOLERANCE = 6 << 20      # growth allowed over 10,000 requests: a leak of 640 bytes a request shows
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class LiveServer(LocalServer):
+    """A CPU server on loopback with the test ops, ready when constructed."""
 
-
-class LiveServer:
     def __init__(self, tmp: Path, keys: Path, *args: str, scheme: str = "http", verify: Any = True):
-        self.port = free_port()
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
-        self.verify = verify
-        self.log = tmp / f"server-{self.port}.log"
-        cmd = [sys.executable, "-m", "solbench", "serve", "--port", str(self.port), "--device", "cpu",
-               "--api-keys", str(keys), "--out", str(tmp / "results"), "--test-ops", *args]
-        with self.log.open("w") as log:
-            # A session of its own, so that teardown can end this server and its worker together.
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True)
-        self._wait_ready(180)
-
-    def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/readyz", verify=self.verify, timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"server not ready after {timeout_s} s:\n{self.log.read_text()[-3000:]}")
+        log = tmp / f"server-{len(list(tmp.glob('server-*.log')))}.log"
+        super().__init__(["--device", "cpu", "--api-keys", str(keys), "--out", str(tmp / "results"), "--test-ops",
+                          *args], log=log, scheme=scheme, verify=verify, cwd=tmp)
+        try:
+            self.wait_ready(180)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def rss(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)          # uvicorn shuts down; the lifespan stops the worker
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)          # anything of this session still there
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture(scope="module")

@@ -13,74 +13,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import torch
 
 from solbench.serve import auth, loadgen
 from solbench.serve.cpuuse import cpu_use, per_request
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(args: argparse.Namespace, key_file: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "solbench", "serve", "--port", str(port), "--device", args.device,
-           "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256", "--no-access-log",
-           "--workers", str(args.workers), "--test-ops", "--out", str(work / "results")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the server was not ready after 600 s")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGINT, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(20)
-            return
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            continue
+from solbench.serve.localserver import LocalServer
 
 
 def _one(args: argparse.Namespace, request: loadgen.Request, key_file: Path, key: str, work: Path) -> dict[str, Any]:
-    proc, url = _start(args, key_file, work)
+    srv = LocalServer(["--device", args.device, "--api-keys", str(key_file), "--rate", "1000000/second", "--queue",
+                       "256", "--no-access-log", "--workers", str(args.workers), "--test-ops",
+                       "--out", str(work / "results")])
     try:
-        plan, _ = loadgen.warm_up(loadgen.Plan(url, (request,), args.clients, args.seconds, None, args.procs, key))
+        ready = srv.wait_ready(600)
+        plan, _ = loadgen.warm_up(loadgen.Plan(srv.url, (request,), args.clients, args.seconds, None, args.procs, key))
         loadgen.run(loadgen.Plan(**{**loadgen.asdict_shallow(plan), "seconds": 2}))      # settle
-        workers = httpx.get(f"{url}/readyz", timeout=10).json()["worker_pids"]
-        pids = {"server": proc.pid, **{f"worker{i}": p for i, p in enumerate(workers)}}
+        pids = {"server": srv.proc.pid, **{f"worker{i}": p for i, p in enumerate(ready["worker_pids"])}}
         with cpu_use(pids) as use:
             report = loadgen.run(plan)
         if report.unexpected:
             raise SystemExit(f"{report.unexpected} unexpected replies: {report.errors[:3]}")
         return {"rate": report.rate, "cpu_use": use, "us_per_request": per_request(use, report.rate)}
     finally:
-        _stop(proc)
+        srv.stop()
 
 
 def _event_loop_us(run: dict[str, Any]) -> int:

@@ -22,8 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,6 +39,7 @@ if __name__ == "__main__":
 
 from solbench.serve import auth, loadgen
 from solbench.serve.cpuuse import cpu_use, per_request
+from solbench.serve.localserver import LocalServer
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
 # 64 clients over 12 load-generator processes: with 4, each process at a core's limit set the pace
@@ -63,12 +62,6 @@ def say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def nvml_used() -> int:
     if DEVICE == "cpu":
         return 0
@@ -81,45 +74,10 @@ def nvml_used() -> int:
         pynvml.nvmlShutdown()
 
 
-class Server:
-    def __init__(self, key_file: Path, work: Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = OUT / "serve_server.log"
-        cmd = [sys.executable, "-m", "solbench", "serve", "--port", str(self.port), "--device", DEVICE,
-               "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256", "--no-access-log",
-               "--in-flight", str(IN_FLIGHT), "--workers", str(WORKERS),
-               "--test-ops", "--out", str(work / "results")]
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        last: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                r = httpx.get(f"{self.url}/readyz", timeout=5)
-                last = r.json()
-                if r.status_code == 200:
-                    return last
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"not ready after {timeout_s} s: {last}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def Server(key_file: Path, work: Path) -> LocalServer:
+    return LocalServer(["--device", DEVICE, "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256",
+                        "--no-access-log", "--in-flight", str(IN_FLIGHT), "--workers", str(WORKERS), "--test-ops",
+                        "--out", str(work / "results")], log=OUT / "serve_server.log")
 
 
 # ---------------------------------------------------------------- the mixed set, with CPU references
