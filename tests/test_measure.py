@@ -325,11 +325,11 @@ def test_the_measure_package_imports_no_higher_module():
     assert {m for m in out if not m.startswith("solbench.measure")} <= allowed, out
 
 
-def test_flush_modes_are_checked_and_default_to_write():
+def test_flush_modes_are_checked_and_default_to_balanced():
     from solbench.measure import TimingConfig, bench
     from solbench.measure.l2flush import FLUSH_MODES, check_mode
 
-    assert TimingConfig().flush_mode == "write" and FLUSH_MODES == ("write", "read", "balanced")
+    assert TimingConfig().flush_mode == "balanced" and FLUSH_MODES == ("write", "read", "balanced")
     assert check_mode("read") == "read"
     with pytest.raises(ValueError, match="unknown L2 flush mode 'clean' \\(use write, read, balanced\\)"):
         L2Flush(0, "clean")
@@ -378,3 +378,14 @@ def test_split_iterations_takes_a_flush_of_several_kernels_as_one():
     assert note is None and [round(s * 1e9) for s in samples] == [20, 10]
     samples, note = split_iterations(events[:-1] + [(170, 180, "not")], names, 2, per_flush=2)
     assert "found 5 flush kernels for 2 iterations of 2" in note      # an impl's kernel named like the flush
+
+
+def test_returned_bytes_counts_the_tensors_a_call_returns():
+    import torch
+
+    from solbench.measure import returned_bytes
+
+    a, b = torch.zeros(4, 8), torch.zeros(3, dtype=torch.bfloat16)
+    assert returned_bytes(a) == 128
+    assert returned_bytes((a, {"b": b})) == 134       # nested containers, each tensor once
+    assert returned_bytes(None) == 0                  # an in-place op that returns nothing writes nothing known

@@ -290,3 +290,15 @@ def test_keys_never_appear_in_server_logs(live: LiveServer, tls: LiveServer, key
     assert "401: a key the server does not know" in text
     for secret in (keys["ci"], keys["slow"], keys["wrong"]):
         assert secret not in text                                   # ...but never a key
+
+
+def test_a_stopped_server_logs_no_traceback(tmp_path, keys: dict[str, Any]):
+    # Ctrl-C (SIGINT to the process group, as LocalServer.stop sends it) reached the worker too, which
+    # printed a KeyboardInterrupt traceback into the server's log on every shutdown.
+    from tests import cheats
+
+    cheats.seed_cpu_peaks(tmp_path / "results")
+    srv = LiveServer(tmp_path, keys["path"])
+    srv.stop()
+    text = srv.log.read_text()
+    assert "Finished server process" in text and "Traceback" not in text, text[-2000:]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from solbench.serve import auth, loadgen
-from solbench.serve.cpuuse import cpu_use, per_request
+from solbench.serve.cpuuse import cpu_use, during, per_request
 from solbench.serve.localserver import LocalServer
 
 
@@ -38,7 +38,8 @@ def _one(args: argparse.Namespace, request: loadgen.Request, key_file: Path, key
             report = loadgen.run(plan)
         if report.unexpected:
             raise SystemExit(f"{report.unexpected} unexpected replies: {report.errors[:3]}")
-        return {"rate": report.rate, "cpu_use": use, "us_per_request": per_request(use, report.rate)}
+        return {"rate": report.rate, "cpu_use": use, "us_per_request": per_request(use, report.requests),
+                "cores_during_load": during(use, report.seconds)}
     finally:
         srv.stop()
 

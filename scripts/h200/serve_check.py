@@ -38,7 +38,7 @@ if __name__ == "__main__":
     from safetensors.torch import load
 
 from solbench.serve import auth, loadgen
-from solbench.serve.cpuuse import cpu_use, per_request
+from solbench.serve.cpuuse import cpu_use, during, per_request
 from solbench.serve.localserver import LocalServer
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
@@ -251,7 +251,8 @@ def speed(srv: Server, key: str, cases: list) -> None:
     with cpu_use(pids) as use:                  # is the server's event loop the limit? (CPU s per s)
         closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
     RESULT["speed_closed_loop"] = {**closed.to_json(), "cpu_use": use,
-                                   "cpu_us_per_request": per_request(use, closed.rate)}
+                                   "cpu_us_per_request": per_request(use, closed.requests),
+                                   "cores_during_load": during(use, closed.seconds)}
     if not SPEED_ONLY:
         with profiled(srv, key):                # where the server's time goes, if py-spy is here
             loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
@@ -260,7 +261,7 @@ def speed(srv: Server, key: str, cases: list) -> None:
          p99_ms=open_loop.latency_ms.get("p99"), device_p50_ms=open_loop.device_ms.get("p50"),
          overhead_p50_ms=open_loop.overhead_ms.get("p50"), overhead_p99_ms=open_loop.overhead_ms.get("p99"),
          closed_rate=round(closed.rate, 1), closed_p50_ms=closed.latency_ms.get("p50"),
-         closed_p99_ms=closed.latency_ms.get("p99"), cpu_use=RESULT["speed_closed_loop"]["cpu_use"])
+         closed_p99_ms=closed.latency_ms.get("p99"), cores_during_load=RESULT["speed_closed_loop"]["cores_during_load"])
     RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
     RESULT["server_in_flight"] = IN_FLIGHT
     RESULT["server_workers"] = WORKERS

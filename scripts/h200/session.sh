@@ -21,6 +21,8 @@
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
+#   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
+#   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
 #   audit    scripts/h200/audit.sh
@@ -120,7 +122,7 @@ stage_xent() {  # cross-entropy with the mean and per row, beside eager (compile
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "cross_entropy" -rfE 2>&1 | tail -4
 }
 stage_embed() {  # embedding's two ways to wait for the index check, beside eager (compiled: FAMILIES_COMPILED=1)
-  local impls=eager,cuda,cuda_check_before,cuda_unchecked
+  local impls=eager,cuda,cuda_check_after,cuda_unchecked
   timeout 150 solbench run --ops embedding --budget 0.3 --impls "${FAMILIES_COMPILED:+compiled,}$impls" \
     --json "$OUT/embedding.json" --out $RUNS
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "embedding" -rfE 2>&1 | tail -4
@@ -145,6 +147,16 @@ stage_gridtest() {  # the GPU test for the per-configuration grid memo (issue 13
 stage_flushprobe() {
   timeout 240 python3 scripts/tune/flush_probe.py --json "$OUT/flush_probe.json" | tee "$OUT/flush_probe.txt"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_measure_gpu.py -k "flush" -rfE 2>&1 | tail -4
+}
+stage_decode() {  # attention_decode beside every SDPA backend (default flush: balanced), and the decode GPU tests
+  timeout 200 solbench run --ops attention_decode --dtypes bfloat16 --impls default,cudnn,flash,efficient,decode \
+    --budget "${ATTN_BUDGET:-0.4}" --timeout 120 --json "$OUT/attention_decode.json" --out $RUNS
+  python3 scripts/h200/attention_summary.py "$OUT/attention_decode.json"
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
+}
+stage_readonly() {  # the calls that mostly read (decode GEMM, GEMV) beside cuBLAS, under the default flush
+  timeout 200 solbench run --ops gemm_decode,gemv --dtypes bfloat16 --impls eager,decode_wgmma,decode_mma,auto,cuda,cuda_mma \
+    --budget 0.3 --timeout 120 --json "$OUT/readonly.json" --out $RUNS
 }
 stage_gemmprobe() { timeout 200 python3 scripts/tune/gemm_timing_probe.py --json "$OUT/gemm_timing_probe.json"; }
 stage_audit() { bash scripts/h200/audit.sh; }

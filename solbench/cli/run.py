@@ -63,10 +63,11 @@ def run(
                               "cudaProfilerStart/Stop around each timed window (for nsys; README)."),
     ncu: Optional[str] = typer.Option(None, "--ncu", help="The ncu for --counters (default: $SOLBENCH_NCU, PATH, "
                                       "/usr/local/cuda/bin, /opt/nvidia/nsight-compute/*)."),
-    flush: str = typer.Option("write", "--flush", help="How the L2 is flushed before each timed call: write "
-                              "(rewrite a buffer of twice the L2, the default), read (only read it: the call meets "
-                              "no dirty lines to write back) or balanced (read it, then rewrite as much as the "
-                              "case's outputs: the call pays for its own writes only)."),
+    flush: str = typer.Option("balanced", "--flush", help="How the L2 is flushed before each timed call: "
+                              "balanced (the default: read a buffer of twice the L2, then rewrite as much of it as "
+                              "the case's outputs, so the call writes back about as many dirty lines as it leaves), "
+                              "read (only read it: the call meets no dirty lines) or write (rewrite all of it: the "
+                              "call meets an L2 of dirty lines; the default before 2026-12-01)."),
 ) -> None:
     """Check, time and score each op's implementations and baselines; write a results file."""
     config = _run_config(ops, dtypes, shape, impls, baseline, quick, device, peaks or "datasheet", out_dir, rse,
@@ -82,7 +83,7 @@ def run(
                                  timeout, fail_fast, seed)
         local = {"--device": device != "auto", "--specs": bool(specs_dirs), "--no-isolate": no_isolate,
                  "--gpus": gpus is not None, "--executor": executor != "local", "--resume": resume is not None,
-                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None, "--flush": flush != "write"}
+                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None, "--flush": flush != "balanced"}
         raise typer.Exit(run_remote(remote, request, out_dir, json_path, csv_path, local))
     config = scaleout.with_placement(config, gpus, executor, ray_address, accelerators, retries, resume)
     if config.placement.accelerators:

@@ -42,19 +42,21 @@ from solbench.measure.timers.events import EventOverhead
 from solbench.telemetry import ClockMonitor
 
 __all__ = ["TIMERS", "Call", "EventOverhead", "Measurement", "Noise", "NoiseTarget",
-           "StoppingRule", "TimerCache", "TimingConfig", "bench", "describe", "measure"]
+           "StoppingRule", "TimerCache", "TimingConfig", "bench", "describe", "measure", "returned_bytes"]
 
 
 def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | None = None,
             sm_clock_mhz: float | None = None, monitor: ClockMonitor | None = None,
-            cache: TimerCache | None = None, output_bytes: int = 0) -> Measurement:
+            cache: TimerCache | None = None, output_bytes: int | None = None) -> Measurement:
     """Time `call(i)` on a device of kind `device_kind` ('cuda' or 'cpu') with `config.timer`.
 
     l2_bytes sizes the flush buffer: the cache to evict before each call (a GPU's L2; on a CPU all its
     caches, DeviceInfo.flushed_cache_bytes); sm_clock_mhz converts the events timer's spins to cycles;
     the monitor samples clocks during the batches (and drops throttled ones); the cache keeps the events
     tare and the CPU flush buffer for the next call in this process; output_bytes (what the call writes)
-    sizes the rewritten part of a `balanced` flush. A CPU is always timed with `wall`.
+    sizes the rewritten part of a `balanced` flush (None: the bytes of the tensors one call returns; left
+    at 0 a writing call would be timed as under `read`, and the graph timer, which charges the next
+    flush for the call's dirty lines, would disagree with the others). A CPU is always timed with `wall`.
     """
     timer = timer_named(config.timer)           # an unknown name fails on every device
     if device_kind != "cuda":
@@ -66,6 +68,8 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
     import torch
 
     monitor = monitor or ClockMonitor.open("cpu")
+    if output_bytes is None:
+        output_bytes = returned_bytes(call(0)) if config.flush and config.flush_mode == "balanced" else 0
     flush = L2Flush(flush_bytes(l2_bytes, config.flush), config.flush_mode, output_bytes)
     cycles_per_s = sm_clock_mhz * 1e6 if sm_clock_mhz else DEFAULT_SM_HZ
     markers = Markers(config.nvtx)      # --nvtx: every timed call in a range, the timed window marked
@@ -84,7 +88,7 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
 
 def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, budget_s: float = 1.0,
           flush: bool = True, device: Any = None, cache: TimerCache | None = None,
-          flush_mode: str = "write", output_bytes: int = 0) -> Measurement:
+          flush_mode: str = "balanced", output_bytes: int | None = None) -> Measurement:
     """Time `fn()` the way `solbench run` does, from a notebook or a script.
 
     fn       takes no arguments; whatever it returns is ignored, except to tell where it runs.
@@ -94,9 +98,11 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
     budget_s ... or after this many seconds (then `reached_target` is False and a note says so).
     flush    rewrite a buffer twice the L2's size (on a CPU: four times all its caches) before each call,
              outside the timed window.
-    flush_mode  on a GPU: 'write' (rewrite the buffer) or 'read' (only read it, leaving the L2 clean);
-             l2flush.py says how they differ; 'balanced' (read, then rewrite output_bytes of it) needs
-             output_bytes, what fn writes.
+    flush_mode  on a GPU: 'balanced' (read the buffer, then rewrite output_bytes of it: the call writes
+             back as many dirty lines as it leaves), 'read' (only read it) or 'write' (rewrite it all);
+             l2flush.py says how they differ.
+    output_bytes  what fn writes, for 'balanced'; None: the bytes of the tensors fn returns (an in-place
+             op that returns its tensor counts it; one that returns nothing counts 0).
     device   'cpu', 'cuda' or 'cuda:N'; None: where the tensors fn returns live (CPU without CUDA).
     cache    keep the events timer's calibration between calls (pass the same TimerCache() each time).
 
@@ -164,6 +170,11 @@ def _parse_device(device: Any, torch: Any) -> tuple[str, int]:
     if index >= torch.cuda.device_count():
         raise ValueError(f"bench: device {device!r} does not exist ({torch.cuda.device_count()} CUDA devices)")
     return "cuda", index
+
+
+def returned_bytes(value: Any) -> int:
+    """The bytes of the tensors in a call's result: what a `balanced` flush takes the call to write."""
+    return sum(t.numel() * t.element_size() for t in _tensors(value))
 
 
 def _tensors(value: Any, depth: int = 2) -> list[Any]:

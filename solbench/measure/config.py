@@ -26,7 +26,7 @@ class TimingConfig:
     budget_s: float = 1.0
     warmup_s: float = 0.025
     flush: bool = True
-    flush_mode: str = "write"        # write | read | balanced: how the L2 is flushed (l2flush.py)
+    flush_mode: str = "balanced"     # write | read | balanced: how the L2 is flushed (l2flush.py says why)
     cross_check: bool = True         # events/graph: compare with CUPTI kernel time of the same call
     max_discards: int = 5            # throttled batches re-measured before throttling is accepted (and warned)
     throttle_pause_s: float = 0.5

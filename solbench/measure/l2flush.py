@@ -4,17 +4,18 @@ A kernel timed back to back on the same inputs finds them in the L2 (60 MiB on a
 faster than it runs in a model. The flush touches a buffer at least twice the L2's size before every
 timed call, outside the timed window. Three ways (FLUSH_MODES):
 
-- write (the default, what every committed result used): the buffer is rewritten. The L2 is then full
-  of dirty lines, which the timed call's first misses may write back inside its window. On the H200
-  that costs a call that only reads a few microseconds at most (Nsight Compute's clean-cache
-  durations against this timer's: scripts/h200/ncu_vs_events.py), not the L2's worth it could.
+- write (the default until 2026-12-01, what the results committed before then used): the buffer is
+  rewritten. The L2 is then full of dirty lines, which the timed call's misses write back inside its
+  window: on the H200 that cost calls that only read 6-9 us, 1.06-1.27x their time (SDPA decoding at
+  16k keys 29.7 us against 23.9 under `read`; results/h200/issue16/flushprobe/).
 - read: the buffer is only read (one row sum per 8 KiB). Lines the previous call left dirty are
   written back during the flush, and the L2 the timed call meets holds clean lines only. Fair to a
   call that writes little; a call whose outputs are an L2 or more is undercharged by up to an L2 (its
-  last outputs are written back after its window, which under `write` the evictions made up for).
-- balanced: read, then rewrite as many bytes of the buffer as the call's outputs (at most an L2:
-  `dirty_bytes`, from the spec). The call then writes back inside its window as many dirty lines as it
-  leaves behind after it, so it pays for its own writes, all of them, and for no one else's.
+  last outputs are written back after its window): a 64 MiB copy, 30.4 us against 33.8 under `write`.
+- balanced (the default): read, then rewrite as many bytes of the buffer as the call's outputs (at most
+  an L2: `dirty_bytes`, from the spec). The call then writes back inside its window as many dirty lines
+  as it leaves behind after it, so it pays for its own writes, all of them, and for no one else's: the
+  decodes time as under `read`, the copies as under `write`.
 
 `scripts/tune/flush_probe.py` measures how far the three differ on a GPU.
 """

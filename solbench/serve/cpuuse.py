@@ -41,7 +41,9 @@ def machine_busy_ticks() -> int:
 def cpu_use(pids: dict[str, int], top: int = 5) -> Iterator[dict[str, Any]]:
     """CPU use of each named process and of its `top` busiest threads while the block runs, filled in
     when the block ends: {"machine_busy_cores", "cores", "seconds", name: {"total", "user", "system",
-    "threads": {thread: cores}}}. `per_request(use, rate)` turns it into microseconds per request."""
+    "threads": {thread: cores}}}, cores averaged over the whole block. `per_request(use, requests)` turns
+    it into microseconds per request; `during(use, seconds)` into cores while a load of `seconds` inside
+    the block ran (a load generator's start-up inside the block would otherwise dilute them)."""
     use: dict[str, Any] = {}
     if not (PROC / "stat").exists():
         use["unavailable"] = "no /proc on this system"
@@ -68,14 +70,26 @@ def cpu_use(pids: dict[str, int], top: int = 5) -> Iterator[dict[str, Any]]:
                      "threads": {t: round(v, 3) for t, v in sorted(cores.items(), key=lambda kv: -kv[1])[:top]}}
 
 
-def per_request(use: dict[str, Any], rate: float) -> dict[str, Any]:
-    """`cpu_use`'s figures as CPU microseconds per request at `rate` requests/s (rounded to 1 us)."""
-    if not rate or "seconds" not in use:
-        return {}
+def _scaled(use: dict[str, Any], factor: float, digits: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, v in use.items():
         if isinstance(v, dict) and "total" in v:
-            out[name] = {"total": round(v["total"] / rate * 1e6), "user": round(v["user"] / rate * 1e6),
-                         "system": round(v["system"] / rate * 1e6),
-                         "threads": {t: round(c / rate * 1e6) for t, c in v["threads"].items()}}
+            out[name] = {k: round(v[k] * factor, digits) for k in ("total", "user", "system")}
+            out[name]["threads"] = {t: round(c * factor, digits) for t, c in v["threads"].items()}
     return out
+
+
+def per_request(use: dict[str, Any], requests: int) -> dict[str, Any]:
+    """`cpu_use`'s figures as CPU microseconds per request, `requests` served in the block (to 1 us).
+    CPU seconds over requests: right however much of the block the load filled."""
+    if not requests or "seconds" not in use:
+        return {}
+    return _scaled(use, use["seconds"] / requests * 1e6, None)
+
+
+def during(use: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """`cpu_use`'s figures as cores while a load of `seconds` ran inside the block, taking the processes
+    to be idle for the rest of it (a server waiting for its load generator to start)."""
+    if not seconds or "seconds" not in use:
+        return {}
+    return _scaled(use, use["seconds"] / seconds, 3)

@@ -105,13 +105,16 @@ def run(plan: Plan) -> Report:
     if procs == 1:
         return _report([_one_process(plan, 0, plan.clients, plan.max_requests)], plan)
     ctx = mp.get_context("spawn")
+    # Each process imports and builds its clients first (a second or more, at different speeds), then all
+    # start together: otherwise the first ones load the server alone for a while.
+    start = ctx.Barrier(procs)
     conns, workers = [], []
     for i in range(procs):
         clients = plan.clients // procs + (1 if i < plan.clients % procs else 0)
         share = (None if plan.max_requests is None
                  else plan.max_requests // procs + (1 if i < plan.max_requests % procs else 0))
         reader, writer = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_process_main, args=(plan, i, clients, share, writer), daemon=True)
+        p = ctx.Process(target=_process_main, args=(plan, i, clients, share, writer, start), daemon=True)
         p.start()
         writer.close()
         conns.append(reader)
@@ -138,16 +141,16 @@ class _Samples:
     ended: float = 0.0
 
 
-def _process_main(plan: Plan, index: int, clients: int, share: int | None, conn: Any) -> None:
-    conn.send(_one_process(plan, index, clients, share))
+def _process_main(plan: Plan, index: int, clients: int, share: int | None, conn: Any, start: Any) -> None:
+    conn.send(_one_process(plan, index, clients, share, start))
     conn.close()
 
 
-def _one_process(plan: Plan, index: int, clients: int, share: int | None) -> _Samples:
-    return asyncio.run(_clients(plan, index, clients, share))
+def _one_process(plan: Plan, index: int, clients: int, share: int | None, start: Any = None) -> _Samples:
+    return asyncio.run(_clients(plan, index, clients, share, start))
 
 
-async def _clients(plan: Plan, index: int, clients: int, share: int | None) -> _Samples:
+async def _clients(plan: Plan, index: int, clients: int, share: int | None, start: Any = None) -> _Samples:
     import httpx
 
     samples = _Samples()
@@ -162,6 +165,8 @@ async def _clients(plan: Plan, index: int, clients: int, share: int | None) -> _
                                                                  verify=plan.verify, socket_options=NODELAY))
             for _ in range(clients)]
     try:
+        if start is not None:
+            start.wait(60)
         samples.started = time.perf_counter()
         deadline = samples.started + plan.seconds
         await asyncio.gather(*[_client(pool[c], plan, index * 1000 + c, deadline, left, samples)
@@ -229,9 +234,9 @@ def _report(parts: list[_Samples], plan: Plan) -> Report:
             rep.statuses[k] = rep.statuses.get(k, 0) + v
     started = [p.started for p in parts if p.started]
     ended = [p.ended for p in parts if p.ended]
-    # Each process times its own clients; they start within milliseconds of each other, so the longest
-    # span is the test's duration and the rate is conservative.
-    rep.seconds = max((e - s for s, e in zip(started, ended)), default=0.0)
+    # perf_counter is the system's monotonic clock, one for every process: from the first start to the
+    # last end is the test's duration, however the processes' starts spread.
+    rep.seconds = max(ended) - min(started) if started and ended else 0.0
     rep.requests = sum(rep.statuses.values())
     rep.latency_ms, rep.device_ms = percentiles(latency), percentiles(device)
     rep.overhead_ms = percentiles([a - b for a, b in zip(latency, device)])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -49,6 +50,9 @@ class _State:
 
 def main(setup: WorkerSetup, requests: Any, replies: Any) -> None:
     """Entry point of the worker process (spawned): hello, then one reply per request until EOF."""
+    # Ctrl-C reaches the whole process group; the server stops its workers itself (the pipes' EOF),
+    # and a worker killed by the signal would print a traceback into the server's log on every stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         state = _open(setup)
         replies.send_bytes(pickle.dumps(_hello(state)))

@@ -38,7 +38,7 @@ struct AttentionParams {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0;
   float scale = 0.f;  // > 0; the bindings default it to 1 / sqrt(D)
   bool causal = false;
-  // Decoding only: how many parts the key range is split into (0: enough blocks for one wave;
+  // Decoding only: how many parts the key range is split into (0: one block per SM;
   // never more than the key tiles, nor than the combine step merges). For sweeps.
   int decode_splits = 0;
 };

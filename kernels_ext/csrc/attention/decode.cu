@@ -359,12 +359,11 @@ struct DecodePlan {
 DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   DecodePlan plan{};
   plan.rows = static_cast<int>(p.heads_q / p.heads_kv * p.seq_q);
-  int blocks_per_sm = 2;
   plan.tile_keys = kDecodeBN;
   plan.wgmma = allow_wgmma && plan.rows >= 64 && wgmma_split_supported(p);
   if (plan.wgmma) {
     plan.block_rows = kWgmmaSplitRows, plan.key_groups = 1;
-    plan.tile_keys = kWgmmaSplitKeys, blocks_per_sm = 1;
+    plan.tile_keys = kWgmmaSplitKeys;
   } else if (plan.rows <= 16) {
     plan.block_rows = 16, plan.key_groups = 4;
   } else if (plan.rows <= 32) {
@@ -377,11 +376,15 @@ DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   plan.row_blocks = static_cast<int>(ceil_div(plan.rows, plan.block_rows));
   const int n_tiles = static_cast<int>(ceil_div(p.seq_k, plan.tile_keys));
   const int64_t groups = p.batch * p.heads_kv * plan.row_blocks;
-  // At most one wave of blocks (a partial second wave would cost a whole tile time); never more
-  // splits than tiles, nor more partials per row than the combine kernel stages. A block's key
-  // groups are merged before it writes, so each split is one partial.
+  // One wave of blocks (a partial second wave would cost a whole tile time), as many per SM as keep
+  // about a D=128 block's bytes in flight: one at D=128 (at SQ=1, 8 groups, 16 splits beat 32 by
+  // 1.01-1.05x and 64 by 1.07-1.37x on the H200, scripts/tune/specs/decode_splits.yaml,
+  // results/h200/issue14/), two at D=64, whose tiles are half the bytes. Never more splits than
+  // tiles, nor more partials per row than the combine kernel stages. A block's key groups are merged
+  // before it writes, so each split is one partial.
+  const int64_t per_sm = plan.wgmma ? 1 : std::max<int64_t>(1, 128 / std::max<int64_t>(p.head_dim, 1));
   const int64_t wanted = p.decode_splits > 0 ? int64_t{p.decode_splits}
-                                             : int64_t{blocks_per_sm} * sms / std::max<int64_t>(groups, 1);
+                                             : per_sm * sms / std::max<int64_t>(groups, 1);
   int splits = static_cast<int>(std::min<int64_t>(wanted, kMaxPartials));
   splits = std::max(1, std::min(splits, n_tiles));
   plan.tiles_per_split = static_cast<int>(ceil_div(n_tiles, splits));

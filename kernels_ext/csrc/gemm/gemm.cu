@@ -1,13 +1,14 @@
 // The GEMM family's front door: which variant runs for a dtype, a shape and the device.
 //   fp32                           -> sgemm_fp32 (CUDA cores; TF32 is never used)
-//   bf16/fp16 on compute 9.0       -> gemm_decode when M <= kDecodeMaxM, else hgemm_wgmma
-//                                     (both need K % 8 == 0 for TMA; otherwise hgemm_mma)
+//   bf16/fp16 on compute 9.0       -> gemm_decode_mma when M <= kDecodeMmaMaxM, gemm_decode when
+//                                     M <= kDecodeMaxM, else hgemm_wgmma (all need K % 8 == 0;
+//                                     otherwise hgemm_mma)
 //   bf16/fp16 elsewhere (sm_80+)   -> gemm_decode_mma when M <= kDecodeMmaMaxM and K % 8 == 0,
 //                                     else hgemm_mma
 // fp8 has its own entry (launch_gemm_fp8): it needs scales.
-// Why these (results/h200/dev/gemm_v1.txt): on the H200 gemm_decode (split 2) measured 45 us at
-// M = 16, N = K = 8192, level with cuBLAS; gemm_decode_mma has not been timed yet, so Hopper
-// keeps the measured kernel (specs/ops/gemm_decode.yaml times both). Off Hopper the choice at
+// Why these: on the H200 (specs/ops/gemm_decode.yaml, results/h200/issue13/readonly.json, 2026-12-01)
+// gemm_decode_mma beat gemm_decode in all five M <= 16 cases, by 1.03-1.04x on the large ones and
+// 1.40x at N = K = 1024 (both still 0.90-0.95x cuBLAS there). Off Hopper the choice at
 // M <= 16 is by construction: hgemm_mma's 128 x 256 tiles would put N / 256 CTAs (32 at
 // N = 8192) on the stream of W, gemm_decode_mma puts N / 64 CTAs of 512 threads on it.
 #include "gemm.h"
@@ -24,10 +25,10 @@ bool rows_16b_aligned(const MatmulArgs& a) {
 const char* pick_gemm_variant(DType dt, const MatmulArgs& args) {
   if (dt == DType::kFloat32) return "sgemm_fp32";
   const bool aligned = rows_16b_aligned(args);
+  if (aligned && args.m <= kDecodeMmaMaxM) return "gemm_decode_mma";
   if (device_capability() == 90 && aligned) {
     return args.m <= kDecodeMaxM ? "gemm_decode" : "hgemm_wgmma";
   }
-  if (aligned && args.m <= kDecodeMmaMaxM) return "gemm_decode_mma";
   return "hgemm_mma";
 }
 
