@@ -1,7 +1,9 @@
 """Kernel time under Nsight Compute against solbench's own events timer, for the same calls: the audit's
 ncu durations (results/h200/issue16/final/audit/audit.json: caches flushed by ncu, so each kernel starts
 on a clean L2) beside the fastest committed `solbench run` median of the same (op, case, dtype, impl)
-(events timer, L2 flushed by rewriting a buffer: the L2 is left full of dirty lines).
+(events timer, L2 flushed by rewriting a buffer: the L2 is left full of dirty lines). Only records
+flushed that way count (`telemetry.flush_mode` write, or unrecorded: the default before 2026-12-01), from
+runs made before the audit (a kernel changed since would be compared with its old self).
 
 If the rewrite flush charged its write-backs (up to the 60 MiB L2) to the timed call, a call that only
 reads would show a larger gap than a copy-like call of the same size, by up to 60 MiB / 4.5 TB/s = 13 us.
@@ -21,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
 
 
-def harness_medians(pattern: str) -> dict[tuple[str, str, str, str], float]:
-    """The fastest events-timer median of every (op, case, dtype, impl) in the committed results files."""
+def harness_medians(pattern: str, before: str = "9999") -> dict[tuple[str, str, str, str], float]:
+    """The fastest events-timer median of every (op, case, dtype, impl) in the committed results files,
+    among the records whose L2 was flushed by `write`, of runs created before `before` (ISO 8601)."""
     out: dict[tuple[str, str, str, str], float] = {}
     for f in sorted(glob.glob(pattern, recursive=True)):
         try:
@@ -31,8 +34,12 @@ def harness_medians(pattern: str) -> dict[tuple[str, str, str, str], float]:
             continue
         if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
             continue
+        if str(doc.get("created", "")) >= before:
+            continue
         for r in doc["records"]:
             if r.get("status") != "ok" or r.get("timer") != "events" or not r.get("time_s"):
+                continue
+            if ((r.get("telemetry") or {}).get("flush_mode") or "write") != "write":
                 continue
             key = (r["op"], r["case"], r["dtype"], r["impl"])
             out[key] = min(out.get(key, float("inf")), r["time_s"]["median"])
@@ -41,7 +48,7 @@ def harness_medians(pattern: str) -> dict[tuple[str, str, str, str], float]:
 
 def main(audit_path: str, pattern: str) -> int:
     audit = json.loads(Path(audit_path).read_text())
-    medians = harness_medians(pattern)
+    medians = harness_medians(pattern, str(audit.get("created", "9999")))
     rows = []
     for c in audit["calls"]:
         n = c.get("counters") or {}
