@@ -40,22 +40,23 @@ def test_a_busy_thread_shows_up_as_busy_and_an_idle_one_does_not() -> None:
     assert use["machine_busy_cores"] >= me["total"] * 0.5
 
 
+# A 2 s block: the process at 0.5 cores (1 CPU second), its main thread 0.4, another 0.1.
+USE = {"seconds": 2.0, "cores": 2, "machine_busy_cores": 1.0,
+       "srv": {"total": 0.5, "user": 0.3, "system": 0.2, "threads": {"main": 0.4, "x:1": 0.1}}}
+
+
 def test_per_request_divides_cpu_seconds_by_requests() -> None:
     # 2 s block at 0.5 cores = 1 CPU second over 2,000 requests: 500 us each, whatever the load's length.
-    use = {"seconds": 2.0, "cores": 2, "machine_busy_cores": 1.0,
-           "srv": {"total": 0.5, "user": 0.3, "system": 0.2, "threads": {"main": 0.4, "x:1": 0.1}}}
-    got = per_request(use, 2000)
+    got = per_request(USE, 2000)
     assert got == {"srv": {"total": 500, "user": 300, "system": 200, "threads": {"main": 400, "x:1": 100}}}
-    assert per_request(use, 0) == {}
+    assert per_request(USE, 0) == {}
 
 
 def test_during_rescales_cores_to_the_load_inside_the_block() -> None:
     # The load filled 1.6 s of the 2 s block: the main thread's 0.4 cores over the block were 0.5 during it.
-    use = {"seconds": 2.0, "cores": 2, "machine_busy_cores": 1.0,
-           "srv": {"total": 0.5, "user": 0.3, "system": 0.2, "threads": {"main": 0.4, "x:1": 0.1}}}
-    got = during(use, 1.6)
+    got = during(USE, 1.6)
     assert got == {"srv": {"total": 0.625, "user": 0.375, "system": 0.25, "threads": {"main": 0.5, "x:1": 0.125}}}
-    assert during(use, 0.0) == {}
+    assert during(USE, 0.0) == {}
 
 
 def test_thread_ticks_names_the_main_thread() -> None:
