@@ -19,7 +19,7 @@ from solbench.cli import scaleout
 from solbench.cli.audit import counters_table
 from solbench.errors import UserError
 from solbench.measure import TimingConfig
-from solbench.measure.l2flush import FLUSH_MODES
+from solbench.measure.l2flush import DEFAULT_FLUSH_MODE, FLUSH_MODES
 
 
 @app.command()
@@ -63,7 +63,7 @@ def run(
                               "cudaProfilerStart/Stop around each timed window (for nsys; README)."),
     ncu: Optional[str] = typer.Option(None, "--ncu", help="The ncu for --counters (default: $SOLBENCH_NCU, PATH, "
                                       "/usr/local/cuda/bin, /opt/nvidia/nsight-compute/*)."),
-    flush: str = typer.Option("balanced", "--flush", help="How the L2 is flushed before each timed call: "
+    flush: str = typer.Option(DEFAULT_FLUSH_MODE, "--flush", help="How the L2 is flushed before each timed call: "
                               "balanced (the default: read a buffer of twice the L2, then rewrite as much of it as "
                               "the case's outputs, so the call writes back about as many dirty lines as it leaves), "
                               "read (only read it: the call meets no dirty lines) or write (rewrite all of it: the "
@@ -83,7 +83,7 @@ def run(
                                  timeout, fail_fast, seed)
         local = {"--device": device != "auto", "--specs": bool(specs_dirs), "--no-isolate": no_isolate,
                  "--gpus": gpus is not None, "--executor": executor != "local", "--resume": resume is not None,
-                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None, "--flush": flush != "balanced"}
+                 "--counters": counters, "--nvtx": nvtx, "--ncu": ncu is not None, "--flush": flush != DEFAULT_FLUSH_MODE}
         raise typer.Exit(run_remote(remote, request, out_dir, json_path, csv_path, local))
     config = scaleout.with_placement(config, gpus, executor, ray_address, accelerators, retries, resume)
     if config.placement.accelerators:

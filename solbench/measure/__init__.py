@@ -33,7 +33,7 @@ from typing import Any, Callable
 from solbench.measure.config import Call, Measurement, TimerCache, TimingConfig, describe
 from solbench.measure.cpu import CacheFlush, cpu_flush_bytes
 from solbench.measure.crosscheck import CHECKED_TIMERS, cross_check
-from solbench.measure.l2flush import L2Flush, check_mode, flush_bytes
+from solbench.measure.l2flush import DEFAULT_FLUSH_MODE, L2Flush, check_mode, flush_bytes
 from solbench.measure.noise import Noise, NoiseTarget, StoppingRule
 from solbench.measure.nvtx import Markers
 from solbench.measure.timers import TIMERS, TimerContext, timer_named
@@ -88,7 +88,7 @@ def measure(call: Call, device_kind: str, config: TimingConfig, l2_bytes: int | 
 
 def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, budget_s: float = 1.0,
           flush: bool = True, device: Any = None, cache: TimerCache | None = None,
-          flush_mode: str = "balanced", output_bytes: int | None = None) -> Measurement:
+          flush_mode: str = DEFAULT_FLUSH_MODE, output_bytes: int | None = None) -> Measurement:
     """Time `fn()` the way `solbench run` does, from a notebook or a script.
 
     fn       takes no arguments; whatever it returns is ignored, except to tell where it runs.
@@ -96,8 +96,8 @@ def bench(fn: Callable[[], Any], *, timer: str = "events", rse: float = 0.005, b
              'cupti' or 'wall'. A CPU is always timed with 'wall' (the result's `timer` says so).
     rse      stop sampling once the within-run relative standard error of the median is below this ...
     budget_s ... or after this many seconds (then `reached_target` is False and a note says so).
-    flush    rewrite a buffer twice the L2's size (on a CPU: four times all its caches) before each call,
-             outside the timed window.
+    flush    evict the cache before each call, outside the timed window, through a buffer twice the
+             L2's size (on a CPU: four times all its caches, rewritten).
     flush_mode  on a GPU: 'balanced' (read the buffer, then rewrite output_bytes of it: the call writes
              back as many dirty lines as it leaves), 'read' (only read it) or 'write' (rewrite it all);
              l2flush.py says how they differ.

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
+from solbench.measure.l2flush import DEFAULT_FLUSH_MODE
 from solbench.measure.noise import Noise
 from solbench.noise_model import RunToRunModel, default_model
 from solbench.stats import TimeStats
@@ -26,7 +27,7 @@ class TimingConfig:
     budget_s: float = 1.0
     warmup_s: float = 0.025
     flush: bool = True
-    flush_mode: str = "balanced"     # write | read | balanced: how the L2 is flushed (l2flush.py says why)
+    flush_mode: str = DEFAULT_FLUSH_MODE   # write | read | balanced: how the L2 is flushed (l2flush.py)
     cross_check: bool = True         # events/graph: compare with CUPTI kernel time of the same call
     max_discards: int = 5            # throttled batches re-measured before throttling is accepted (and warned)
     throttle_pause_s: float = 0.5

@@ -25,6 +25,7 @@ from __future__ import annotations
 MIN_FLUSH_BYTES = 64 * 2**20    # also when the L2 size is unknown
 L2_MULTIPLE = 2                 # a buffer of twice the L2 leaves none of the previous data in it
 FLUSH_MODES = ("write", "read", "balanced")
+DEFAULT_FLUSH_MODE = "balanced"   # since 2026-12-01; `write` before (the docstring says why)
 READ_ROW_BYTES = 8192           # the read flush sums rows of this many bytes: one kernel, no global reduce
 
 
