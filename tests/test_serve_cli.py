@@ -27,6 +27,8 @@ def invoke(*args: str, env: dict[str, str] | None = None):
     (["--queue", "0"], "--queue"),
     (["--in-flight", "0"], "--in-flight"),
     (["--workers", "0"], "--workers"),
+    (["--frontends", "0"], "--frontends"),
+    (["--frontends", "65"], "--frontends"),
     (["--op-timeout", "0"], "--op-timeout"),
     (["--cpu-threads", "0"], "--cpu-threads"),
     (["--api-keys", "no-such-keys.txt"], "--api-keys"),

@@ -6,7 +6,7 @@ Written while no GPU was available, to check the parts of three new kernels that
 get wrong, by following their C++ line by line (same names, same arithmetic):
   - gemm_decode_mma (kernels_ext/csrc/gemm/gemm_decode_mma.cu): per-lane 16-byte pieces, the
     k-permutation shared by the mma.sync A and B fragments (PTX m16n8k16 layouts), the W and x
-    register rings with their zero-filled tails, the K-split reduction, both CTA shapes;
+    register rings with their zero-filled tails, the K-split reduction, the library's CTA shapes and an interleaved one;
   - sgemm_fp32 Loader32 (sgemm_fp32.cu): every [k][row] slot of a stage written once with the
     right element or zero, on the unpredicated interior path and the predicated one;
   - hgemm_mma bk64 InteriorCopies (hgemm_mma.cu): the same 16-byte chunks at the same swizzled
@@ -23,7 +23,10 @@ import numpy as np
 
 # ------------------------------------------------------------------------- gemm_decode_mma
 
-DM_THREADS, DM_GROUPS, DM_CHUNK, DM_DEPTH, DM_XDEPTH = 512, 2, 32, 8, 2
+DM_CHUNK, DM_XDEPTH = 32, 2
+# DecodeShape<kWarps, kRowWarps, kGroups, kDepth, kInterleave>: the library's two (Rows32, Rows16)
+# and one interleaved layout the probe times.
+DM_SHAPES = ((8, 2, 2, 4, False), (8, 1, 2, 4, False), (16, 4, 2, 8, True))
 
 
 def mma_m16n8k16(acc: list[list[float]], a_frag: dict, b_frag: dict) -> None:
@@ -46,12 +49,14 @@ def mma_m16n8k16(acc: list[list[float]], a_frag: dict, b_frag: dict) -> None:
         acc[lane][3] += d[g + 8, 2 * t + 1]
 
 
-def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, row_warps: int) -> np.ndarray:
+def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int, int, bool]) -> np.ndarray:
+    warps, row_warps, groups, depth, interleave = shape
     m, k = a_mat.shape
     n = w_mat.shape[0]
     assert k % 8 == 0 and m <= 16
-    ksplit = DM_THREADS // 32 // row_warps
-    rows = row_warps * DM_GROUPS * 8
+    ksplit = warps // row_warps
+    rows = row_warps * groups * 8
+    stride = ksplit if interleave else 1
     af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
     chunks = (k + DM_CHUNK - 1) // DM_CHUNK
     per_split = (chunks + ksplit - 1) // ksplit
@@ -66,57 +71,58 @@ def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, row_warps: int) -> np.ndarr
 
     for block in range((n + rows - 1) // rows):
         red = np.zeros((ksplit, 16, rows))
-        for warp in range(DM_THREADS // 32):
+        for warp in range(warps):
             rw, q = warp % row_warps, warp // row_warps
-            row0 = block * rows + rw * DM_GROUPS * 8
-            c_begin = min(q * per_split, chunks)
-            c_end = min(c_begin + per_split, chunks)
+            row0 = block * rows + rw * groups * 8
+            base = q if interleave else min(q * per_split, chunks)
+            c_end = chunks if interleave else min(base + per_split, chunks)
+            n_chunks = (chunks - q + ksplit - 1) // ksplit if interleave else c_end - base
             wp, xp, xlive, lim = {}, {}, {}, {}
             for lane in range(32):
                 g, t = lane // 4, lane % 4
                 kofs = 8 * t
-                for r in range(DM_GROUPS):
-                    wp[lane, r] = min(row0 + 8 * r + g, n - 1) * k + c_begin * DM_CHUNK + kofs
+                for r in range(groups):
+                    wp[lane, r] = min(row0 + 8 * r + g, n - 1) * k + base * DM_CHUNK + kofs
                 for h in range(2):
                     token = 8 * h + g
                     xlive[lane, h] = token < m
-                    xp[lane, h] = (token if xlive[lane, h] else 0) * k + c_begin * DM_CHUNK + kofs
-                lim[lane] = min(c_end * DM_CHUNK, k) - c_begin * DM_CHUNK - kofs
+                    xp[lane, h] = (token if xlive[lane, h] else 0) * k + base * DM_CHUNK + kofs
+                lim[lane] = min(c_end * DM_CHUNK, k) - base * DM_CHUNK - kofs
 
             def load_w(lane: int, i: int, j: int) -> list:
-                ok = i * DM_CHUNK < lim[lane]
-                return [piece(wf, wp[lane, r] + j * DM_CHUNK, ok) for r in range(DM_GROUPS)]
+                ok = i * stride * DM_CHUNK < lim[lane]
+                return [piece(wf, wp[lane, r] + j * stride * DM_CHUNK, ok) for r in range(groups)]
 
             def load_x(lane: int, i: int, j: int) -> list:
-                ok = i * DM_CHUNK < lim[lane]
-                return [piece(af, xp[lane, h] + j * DM_CHUNK, ok and xlive[lane, h]) for h in range(2)]
+                ok = i * stride * DM_CHUNK < lim[lane]
+                return [piece(af, xp[lane, h] + j * stride * DM_CHUNK, ok and xlive[lane, h]) for h in range(2)]
 
-            acc = [[[0.0] * 4 for _ in range(32)] for _ in range(DM_GROUPS)]
-            wq = {(lane, u): load_w(lane, u, u) for lane in range(32) for u in range(DM_DEPTH)}
+            acc = [[[0.0] * 4 for _ in range(32)] for _ in range(groups)]
+            wq = {(lane, u): load_w(lane, u, u) for lane in range(32) for u in range(depth)}
             xq = {(lane, u): load_x(lane, u, u) for lane in range(32) for u in range(DM_XDEPTH)}
-            for i0 in range(0, c_end - c_begin, DM_DEPTH):
-                for u in range(DM_DEPTH):
+            for i0 in range(0, n_chunks, depth):
+                for u in range(depth):
                     for s in range(2):
                         a_frag = {}
                         for lane in range(32):
                             xg, xg8 = xq[lane, u % DM_XDEPTH]
                             a_frag[lane] = [xg[2 * s], xg8[2 * s], xg[2 * s + 1], xg8[2 * s + 1]]
-                        for r in range(DM_GROUPS):
+                        for r in range(groups):
                             b_frag = {lane: [wq[lane, u][r][2 * s], wq[lane, u][r][2 * s + 1]]
                                       for lane in range(32)}
                             mma_m16n8k16(acc[r], a_frag, b_frag)
                     for lane in range(32):
-                        wq[lane, u] = load_w(lane, i0 + u + DM_DEPTH, u + DM_DEPTH)
+                        wq[lane, u] = load_w(lane, i0 + u + depth, u + depth)
                         xq[lane, u % DM_XDEPTH] = load_x(lane, i0 + u + DM_XDEPTH, u + DM_XDEPTH)
                 for lane in range(32):
-                    for r in range(DM_GROUPS):
-                        wp[lane, r] += DM_DEPTH * DM_CHUNK
-                    xp[lane, 0] += DM_DEPTH * DM_CHUNK
-                    xp[lane, 1] += DM_DEPTH * DM_CHUNK
+                    for r in range(groups):
+                        wp[lane, r] += depth * stride * DM_CHUNK
+                    xp[lane, 0] += depth * stride * DM_CHUNK
+                    xp[lane, 1] += depth * stride * DM_CHUNK
             for lane in range(32):
                 g, t = lane // 4, lane % 4
-                for r in range(DM_GROUPS):
-                    rl = rw * DM_GROUPS * 8 + 8 * r + 2 * t
+                for r in range(groups):
+                    rl = rw * groups * 8 + 8 * r + 2 * t
                     red[q, g, rl], red[q, g, rl + 1] = acc[r][lane][0], acc[r][lane][1]
                     red[q, g + 8, rl], red[q, g + 8, rl + 1] = acc[r][lane][2], acc[r][lane][3]
         for e in range(16 * rows):
@@ -132,9 +138,9 @@ def check_decode_mma() -> None:
     for m, n, k in ((1, 64, 32), (16, 64, 8), (5, 40, 16), (16, 130, 264), (3, 200, 1032),
                     (16, 64, 2056), (7, 1, 96)):
         a, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-        for row_warps in (4, 2):
-            err = np.abs(decode_mma(a, w, row_warps) - a @ w.T).max()
-            assert err < 1e-9, f"gemm_decode_mma model {row_warps} row warps {m}x{n}x{k}: error {err}"
+        for shape in DM_SHAPES:
+            err = np.abs(decode_mma(a, w, shape) - a @ w.T).max()
+            assert err < 1e-9, f"gemm_decode_mma model {shape} {m}x{n}x{k}: error {err}"
 
 
 # ------------------------------------------------------------------------- sgemm Loader32

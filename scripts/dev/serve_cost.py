@@ -6,7 +6,10 @@ On a small machine the load generator shares the cores with the server, so the r
 per request is what moves when the server's own work changes, and it is what sets the rate where the
 cores are plenty (the H200's host). Each repeat starts a fresh server.
 
-    python scripts/dev/serve_cost.py [--device cpu] [--workers 1] [--seconds 10] [--repeat 3] [--json F]
+    python scripts/dev/serve_cost.py [--device cpu] [--workers 1] [--frontends 1] [--seconds 10] [--repeat 3] [--json F]
+
+With --frontends N the event loop figure is the sum over the N front ends' loops (CPU per request of
+the whole server), and each front end's own is printed too.
 """
 
 from __future__ import annotations
@@ -27,13 +30,13 @@ from solbench.serve.localserver import LocalServer
 
 def _one(args: argparse.Namespace, request: loadgen.Request, key_file: Path, key: str, work: Path) -> dict[str, Any]:
     srv = LocalServer(["--device", args.device, "--api-keys", str(key_file), "--rate", "1000000/second", "--queue",
-                       "256", "--no-access-log", "--workers", str(args.workers), "--test-ops",
-                       "--out", str(work / "results")])
+                       "256", "--no-access-log", "--workers", str(args.workers), "--frontends", str(args.frontends),
+                       "--test-ops", "--out", str(work / "results")])
     try:
-        ready = srv.wait_ready(600)
+        srv.wait_ready(600)
         plan, _ = loadgen.warm_up(loadgen.Plan(srv.url, (request,), args.clients, args.seconds, None, args.procs, key))
         loadgen.run(loadgen.Plan(**{**loadgen.asdict_shallow(plan), "seconds": 2}))      # settle
-        pids = {"server": srv.proc.pid, **{f"worker{i}": p for i, p in enumerate(ready["worker_pids"])}}
+        pids = srv.pids()         # server, worker<j>; or the supervisor, frontend<i> and frontend<i>.worker<j>
         with cpu_use(pids) as use:
             report = loadgen.run(plan)
         if report.unexpected:
@@ -45,13 +48,17 @@ def _one(args: argparse.Namespace, request: loadgen.Request, key_file: Path, key
 
 
 def _event_loop_us(run: dict[str, Any]) -> int:
-    return int(run["us_per_request"]["server"]["threads"]["main"])
+    """CPU per request of the event loop(s): the server's main thread, or the sum of every front end's."""
+    us = run["us_per_request"]
+    loops = [v["threads"]["main"] for name, v in us.items() if name.startswith("frontend") and "." not in name]
+    return int(sum(loops)) if loops else int(us["server"]["threads"]["main"])
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--frontends", type=int, default=1, help="the server's --frontends")
     p.add_argument("--clients", type=int, default=64)
     p.add_argument("--procs", type=int, default=1, help="load-generator processes")
     p.add_argument("--seconds", type=float, default=10.0)
@@ -68,12 +75,14 @@ def main() -> int:
     for i, r in enumerate(runs):
         us = r["us_per_request"]
         procs = ", ".join(f"{name} {v['total']} (user {v['user']}, sys {v['system']})" for name, v in us.items())
-        threads = ", ".join(f"{t} {c}" for t, c in us["server"]["threads"].items() if c)
-        print(f"run {i + 1}: {r['rate']:.0f}/s; CPU us per request: {procs}; server threads: {threads}")
+        loops = [n for n in us if n == "server" or (n.startswith("frontend") and "." not in n)]
+        threads = "; ".join(f"{n}: " + ", ".join(f"{t} {c}" for t, c in us[n]["threads"].items() if c) for n in loops)
+        print(f"run {i + 1}: {r['rate']:.0f}/s; CPU us per request: {procs}; threads: {threads}")
     loop = [_event_loop_us(r) for r in runs]
     print(f"event loop: median {statistics.median(loop):.0f} us per request (runs: {', '.join(map(str, loop))})")
     if args.json:
-        args.json.write_text(json.dumps({"device": args.device, "workers": args.workers, "clients": args.clients,
+        args.json.write_text(json.dumps({"device": args.device, "workers": args.workers, "frontends": args.frontends,
+                                         "clients": args.clients,
                                          "procs": args.procs, "seconds": args.seconds, "runs": runs}, indent=2))
     return 0
 

@@ -52,6 +52,10 @@ SPEED_ONLY = os.environ.get("SERVE_SPEED_ONLY") == "1"
 IN_FLIGHT = int(os.environ.get("SERVE_IN_FLIGHT", "2"))
 # SERVE_WORKERS=N: the server's --workers (GPU worker processes for the device; default 1)
 WORKERS = int(os.environ.get("SERVE_WORKERS", "1"))
+# SERVE_FRONTENDS=N: the server's --frontends (uvicorn processes on the port, each with --workers workers;
+# default 1). Speed step only (with SERVE_SPEED_ONLY=1): the leak and fault steps read one front end's
+# /readyz, which says nothing about the other front ends' workers.
+FRONTENDS = int(os.environ.get("SERVE_FRONTENDS", "1"))
 # Knobs for a dry run on a machine without a GPU (SERVE_DEVICE=cpu SERVE_REQUESTS=500 SERVE_PROCS=1):
 DEVICE = os.environ.get("SERVE_DEVICE", "cuda:0")
 REQUESTS = int(os.environ.get("SERVE_REQUESTS", "10000"))
@@ -76,7 +80,8 @@ def nvml_used() -> int:
 
 def Server(key_file: Path, work: Path) -> LocalServer:
     return LocalServer(["--device", DEVICE, "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256",
-                        "--no-access-log", "--in-flight", str(IN_FLIGHT), "--workers", str(WORKERS), "--test-ops",
+                        "--no-access-log", "--in-flight", str(IN_FLIGHT), "--workers", str(WORKERS),
+                        "--frontends", str(FRONTENDS), "--test-ops",
                         "--out", str(work / "results")], log=OUT / "serve_server.log")
 
 
@@ -167,6 +172,9 @@ def step(name: str, ok: bool, **data: Any) -> None:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
+    if FRONTENDS > 1 and not SPEED_ONLY:
+        print("SERVE_FRONTENDS > 1 needs SERVE_SPEED_ONLY=1 (the leak and fault checks follow one front end)")
+        return 2
     work = Path("/tmp/serve_check")
     work.mkdir(parents=True, exist_ok=True)
     key_file = work / "keys.txt"
@@ -246,8 +254,10 @@ def speed(srv: Server, key: str, cases: list) -> None:
     RESULT[f"speed_open_loop_{OFFERED:.0f}"] = open_loop.to_json()
     if not SPEED_ONLY:        # left out of the short call
         RESULT["speed_open_loop_1250"] = loadgen.run(loadgen.Plan(**{**fields, "rate": 1250.0})).to_json()
-    workers = memory(srv, key)["worker_pids"]
-    pids = {"server": srv.proc.pid, **{("worker" if len(workers) == 1 else f"worker{i}"): p for i, p in enumerate(workers)}}
+    # server + worker (one) or worker<i>; with front ends, the supervisor + frontend<i> + frontend<i>.worker<j>
+    pids = srv.pids()
+    if list(pids) == ["server", "worker0"]:
+        pids = {"server": pids["server"], "worker": pids["worker0"]}     # the name earlier runs recorded
     with cpu_use(pids) as use:                  # is the server's event loop the limit? (CPU s per s)
         closed = loadgen.run(loadgen.Plan(**{**fields, "seconds": 10}))
     RESULT["speed_closed_loop"] = {**closed.to_json(), "cpu_use": use,
@@ -265,6 +275,7 @@ def speed(srv: Server, key: str, cases: list) -> None:
     RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
     RESULT["server_in_flight"] = IN_FLIGHT
     RESULT["server_workers"] = WORKERS
+    RESULT["server_frontends"] = FRONTENDS
 
 
 def remote(srv: Server, key: str) -> None:

@@ -13,10 +13,12 @@
 #   gemm     solbench run --ops gemm,gemm_decode,linear_residual, every impl (GEMM_RESUME=FILE reuses records)
 #   compiled the gemm torch.compile max-autotune baseline alone (bf16, the five cases)
 #   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
+#   prefill  solbench run --ops attention (cudnn, flash, our wgmma launches, auto) and the prefill GPU tests
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
 #   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
+#   asweep   flash_wgmma's tile configurations beside cuDNN (scripts/tune/specs/flash_wgmma_configs.yaml), and their GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
@@ -24,6 +26,8 @@
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
+#   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
+#   dtests   the GPU tests of the decode GEMM, the gemv family and embedding
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
 #   audit    scripts/h200/audit.sh
 set -uo pipefail
@@ -84,6 +88,14 @@ stage_attention() {
     --budget "${ATTN_BUDGET:-0.4}" --timeout 150 --json "$OUT/attention.json" --out $RUNS
   python3 scripts/h200/attention_summary.py "$OUT/attention.json"
 }
+stage_prefill() {  # attention (prefill) beside cuDNN and FlashAttention-2, our wgmma launches and auto; then the
+  # attention GPU tests other than decoding's and the configurations'
+  timeout 200 solbench run --ops attention --dtypes bfloat16 --impls cudnn,flash,flash_wgmma,flash_wgmma_persistent,auto \
+    --budget "${ATTN_BUDGET:-0.3}" --timeout 120 --json "$OUT/attention.json" --out $RUNS
+  python3 scripts/h200/attention_summary.py "$OUT/attention.json"
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/gpu/test_attention.py -k "not decode and not config" \
+    --junitxml "$OUT/attention_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -8
+}
 stage_flex() {  # the torch.compile'd flex_attention baseline beside cuDNN (each shape compiles first: 10-30 s)
   timeout 330 solbench run --ops attention,attention_decode --dtypes bfloat16 --impls cudnn,flex \
     --budget "${ATTN_BUDGET:-0.3}" --timeout 90 --json "$OUT/attention_flex.json" --out $RUNS
@@ -115,6 +127,14 @@ stage_dsweep() {  # attention_decode's split of the key range beside SDPA, timed
     --json "$OUT/decode_splits.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/decode_splits.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
+}
+stage_asweep() {  # flash_wgmma's tile configurations (config=) beside cuDNN, timed by solbench run; then their GPU tests
+  # (-k config). 6 cases x 13 calls (~80 s; the JSON is written as records come); --timeout: a configuration
+  # that hangs costs 30 s and its worker, not the stage.
+  timeout 140 solbench run --specs scripts/tune/specs --ops flash_wgmma_configs --budget "${ATTN_BUDGET:-0.25}" --timeout 30 \
+    --json "$OUT/flash_wgmma_configs.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/flash_wgmma_configs.json"
+  timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/gpu/test_attention.py -k "config" -rfE 2>&1 | tail -8
 }
 stage_xent() {  # cross-entropy with the mean and per row, beside eager (compiled: FAMILIES_COMPILED=1, +1-2 min)
   timeout 150 solbench run --ops cross_entropy,cross_entropy_rows --budget 0.3 \
@@ -155,8 +175,17 @@ stage_decode() {  # attention_decode beside every SDPA backend (default flush: b
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
 }
 stage_readonly() {  # the calls that mostly read (decode GEMM, GEMV) beside cuBLAS, under the default flush
-  timeout 200 solbench run --ops gemm_decode,gemv --dtypes bfloat16 --impls eager,decode_wgmma,decode_mma,auto,cuda,cuda_mma \
+  timeout 200 solbench run --ops gemm_decode,gemv --dtypes bfloat16 --impls eager,decode_wgmma,decode_mma,auto,cuda,cuda_mma,cuda_decode \
     --budget 0.3 --timeout 120 --json "$OUT/readonly.json" --out $RUNS
+}
+stage_dprobe() {  # the decode GEMM's CTA shapes, cuBLAS and a plain read of W (scripts/tune/decode_probe.cu)
+  local src="scripts/tune/decode_probe.cu kernels_ext/csrc/gemv/gemv.cu kernels_ext/csrc/gemv/gemv_mma.cu" flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr"
+  nvcc $flags -lcublas -o /tmp/decode_probe $src || nvcc $flags -o /tmp/decode_probe $src || return 1
+  timeout 200 /tmp/decode_probe "$OUT/decode_probe.jsonl"
+}
+stage_dtests() {  # the GPU tests of the decode GEMM, the gemv family and embedding
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/gpu/test_gemm.py tests/gpu/test_families.py \
+    -k "decode or gemv or embedding" --junitxml "$OUT/dtests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -8
 }
 stage_gemmprobe() { timeout 200 python3 scripts/tune/gemm_timing_probe.py --json "$OUT/gemm_timing_probe.json"; }
 stage_audit() { bash scripts/h200/audit.sh; }

@@ -6,6 +6,7 @@ command runs, so the rest of the CLI works without them.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -37,6 +38,9 @@ def serve(
                                   "it is running (the rest wait in --queue)."),
     workers: int = typer.Option(1, "--workers", help="Worker processes for the device, each with its own CUDA "
                                 "context, 1/N of --queue and of --gpu-memory; a request goes to the least busy."),
+    frontends: int = typer.Option(1, "--frontends", help="Server processes answering on the port, each with its "
+                                  "own event loop and --workers workers, 1/N of --queue and of --gpu-memory; they "
+                                  "share the rate limit and the runs."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     specs_dirs: Optional[List[Path]] = typer.Option(None, "--specs", help="Extra folder of op specs to serve "
                                                     "(repeatable)."),
@@ -64,29 +68,31 @@ def serve(
         raise UserError(f"solbench serve needs its extra: pip install 'solbench[serve]' ({exc})") from None
     config = server.ServeConfig(host=host, port=port, api_keys=api_keys, allow=allow, rate=rate,
                                 max_body=parse_size(max_body, "--max-body"), tls_cert=tls_cert, tls_key=tls_key,
-                                queue=queue, run_queue=run_queue, in_flight=in_flight, workers=workers, device=device, specs_dirs=tuple(specs_dirs or ()),
+                                queue=queue, run_queue=run_queue, in_flight=in_flight, workers=workers,
+                                frontends=frontends, device=device, specs_dirs=tuple(specs_dirs or ()),
                                 out_dir=out_dir, test_ops=test_ops, op_timeout=op_timeout, gpu_memory=gpu_memory,
                                 access_log=not no_access_log, cpu_threads=cpu_threads)
     specs = load_specs(specs_dirs)
-    services = server.build(config, specs, make_run_config(config.device, config.out_dir))
+    make_config = make_run_config(config.device, config.out_dir)
+    services = server.build(config, specs, make_config)
     out.print(f"solbench serve: {config.scheme}://{host}:{port}  device {device}  {len(services.library.ops)} ops  "
               f"keys: {len(services.keys.keys) if services.keys else 'none (loopback only)'}  "
-              f"allow: {services.allowlist.describe()}  rate: {rate}" + ("  [test ops on]" if test_ops else ""),
-              highlight=False)
-    server.serve(services)
+              f"allow: {services.allowlist.describe()}  rate: {rate}" + ("  [test ops on]" if test_ops else "")
+              + (f"  front ends: {frontends}" if frontends > 1 else ""), highlight=False)
+    server.serve(services, specs, make_config)
 
 
 def make_run_config(device: str, out_dir: Path) -> Callable[[RunRequest], pipeline.RunConfig]:
     """A run request -> RunConfig through the very checks `solbench run` applies to its flags; the device,
-    spec folders and results folder are the server's."""
+    spec folders and results folder are the server's. Picklable: each front end (--frontends) gets it."""
+    return functools.partial(_make_run_config, device, out_dir)
 
-    def make(r: RunRequest) -> pipeline.RunConfig:
-        return _run_config(ops=r.ops, dtypes=r.dtypes, shape=r.shape, impls=r.impls, baseline=r.baseline,
-                           quick=r.quick, device=device, peaks=r.peaks, out_dir=out_dir, rse=r.rse, budget=r.budget,
-                           min_samples=r.min_samples, timeout=r.timeout, fail_fast=r.fail_fast, no_isolate=False,
-                           seed=r.seed, timer=r.timer)
 
-    return make
+def _make_run_config(device: str, out_dir: Path, r: RunRequest) -> pipeline.RunConfig:
+    return _run_config(ops=r.ops, dtypes=r.dtypes, shape=r.shape, impls=r.impls, baseline=r.baseline,
+                       quick=r.quick, device=device, peaks=r.peaks, out_dir=out_dir, rse=r.rse, budget=r.budget,
+                       min_samples=r.min_samples, timeout=r.timeout, fail_fast=r.fail_fast, no_isolate=False,
+                       seed=r.seed, timer=r.timer)
 
 
 def _add_key(path: Optional[Path], name: str) -> None:

@@ -10,6 +10,9 @@
     opsvc.py    one device's bounded queue and the worker process behind it (restarted when it dies)
     opworker.py the worker process: the only one that touches the GPU
     runs.py     benchmark runs queued through solbench.pipeline
+    frontends.py  --frontends N: N uvicorn processes on one port (SO_REUSEPORT), supervised
+    shared.py   the file in /dev/shm those front ends share;  sharedrate.py: their one rate limit
+    runfiles.py their runs, one JSON file each under --out/runs
     metrics.py  Prometheus metrics
     faults.py   fault-injection ops (--test-ops only)
 

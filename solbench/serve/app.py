@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -64,7 +65,7 @@ def create_app(services: Services) -> FastAPI:
 def _handlers(app: FastAPI, services: Services) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.message, exc.field, exc.headers)
+        return _error(exc.status, exc.message, exc.field, {**exc.headers, **_frontend(services)})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -119,13 +120,17 @@ def _health_routes(app: FastAPI, services: Services) -> None:
         ops = services.ops
         h = ops.hello or {}
         body: dict[str, Any] = {
-            "ready": ops.ready and (ops.kind != "cuda" or ops.library_ok or not services.config.load_library),
+            "ready": services.ready,
             "device": ops.device, "kind": ops.kind, "name": h.get("name"), "library_ok": ops.library_ok,
             "library_error": h.get("library_error"), "start_error": ops.start_error, "worker_pid": h.get("pid"),
             "worker_pids": ops.pids,
             "restarts": ops.restarts, "queue": ops.depth, "queue_size": ops.queue_size, "served": ops.served,
             "runs_queued": services.runs.depth,
         }
+        if services.place is not None and services.area is not None:
+            # This process's figures above; every front end's as each last published it below.
+            body.update(frontend=services.place.index, pid=os.getpid(),
+                        frontends=[f.to_json() for f in services.area.frontends()])
         if memory and ops.ready:
             body["worker"] = await ops.stats()
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
@@ -209,6 +214,7 @@ async def _run_op(request: Request, services: Services, served: Any, started: fl
                "X-Solbench-Params": json.dumps(bound.params, separators=(",", ":")), "Server-Timing": timing}
     if choice.note:
         headers["X-Solbench-Note"] = choice.note
+    headers.update(_frontend(services))
     media = "application/json" if decoded.form == "json" else SAFETENSORS_TYPE
     # A memoryview: Starlette sends bytes or memoryview as they are, and the body is a bytearray (frames.py).
     return Response(memoryview(reply.body), media_type=media, headers=headers), reply.kernel_s
@@ -237,11 +243,12 @@ def _run_routes(app: FastAPI, services: Services) -> None:
             raise ApiError(422, message, field_) from None
         except RunQueueFull as exc:
             raise ApiError(503, str(exc), headers={"Retry-After": "30"}) from None
-        return JSONResponse(job.to_json(), status_code=202, headers={"Location": f"/v1/runs/{job.id}"})
+        return JSONResponse(job.to_json(), status_code=202, headers={"Location": f"/v1/runs/{job.id}",
+                                                                      **_frontend(services)})
 
     @app.get("/v1/runs/{run_id}")
-    async def run_status(run_id: str, request: Request) -> dict[str, Any]:
-        return _job(request, services, run_id).to_json()
+    async def run_status(run_id: str, request: Request) -> JSONResponse:
+        return JSONResponse(_job(request, services, run_id).to_json(), headers=_frontend(services))
 
     @app.get("/v1/runs/{run_id}/results")
     async def run_results(run_id: str, request: Request) -> Response:
@@ -250,7 +257,13 @@ def _run_routes(app: FastAPI, services: Services) -> None:
             why = f": {job.error}" if job.error else f"; poll GET /v1/runs/{run_id}"
             message = f"run {run_id} is {job.state}{why}"
             raise ApiError(409, message)
-        return FileResponse(job.results, media_type="application/json", filename=job.results.name)
+        return FileResponse(job.results, media_type="application/json", filename=job.results.name,
+                            headers=_frontend(services))
+
+
+def _frontend(services: Services) -> dict[str, str]:
+    """X-Solbench-Frontend: which front end answered (--frontends N > 1 only)."""
+    return {"X-Solbench-Frontend": str(services.place.index)} if services.place is not None else {}
 
 
 def _job(request: Request, services: Services, run_id: str) -> Any:

@@ -11,7 +11,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Protocol
 
 from solbench.errors import UserError
 
@@ -53,8 +53,17 @@ def check_rate(rate: str, field_: str, file: str | Path | None = None) -> Any:
     return item
 
 
+class Limiter(Protocol):
+    """What the routes ask of a rate limiter: this one (one front end) or sharedrate's (several)."""
+
+    rate: str
+
+    def hit(self, identity: str, rate: str | None = None) -> float | None: ...
+
+
 class RateLimiter:
-    """A sliding-window counter per client identity (O(1) memory per client, no burst at window edges)."""
+    """A sliding-window counter per client identity (O(1) memory per client, no burst at window edges),
+    in this process's memory: the limiter of a server with one front end."""
 
     def __init__(self, rate: str):
         from limits import storage, strategies

@@ -41,7 +41,8 @@ class LocalServer:
                 out.close()
 
     def wait_ready(self, timeout_s: float) -> dict[str, Any]:
-        """/readyz's answer once it is 200; RuntimeError when the server exits or is not ready in time."""
+        """/readyz's answer once it is 200 (and, with --frontends N, once every front end says it is
+        ready); RuntimeError when the server exits or is not ready in time."""
         deadline = time.monotonic() + timeout_s
         last: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -51,12 +52,25 @@ class LocalServer:
             try:
                 r = httpx.get(f"{self.url}/readyz", verify=self.verify, timeout=5)
                 last = r.json()
-                if r.status_code == 200:
+                if r.status_code == 200 and all(f["ready"] for f in last.get("frontends", ())):
                     return last
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
         raise RuntimeError(f"not ready after {timeout_s} s: {last}")
+
+    def pids(self) -> dict[str, int]:
+        """The server's processes by role: `server` (with --frontends N, the supervisor, and `frontend<i>`
+        for each front end), and `worker<j>` or `frontend<i>.worker<j>` for their GPU workers (Linux)."""
+        ready = httpx.get(f"{self.url}/readyz", verify=self.verify, timeout=30).json()
+        out = {"server": self.proc.pid}
+        if "frontends" not in ready:
+            return {**out, **{f"worker{j}": p for j, p in enumerate(ready["worker_pids"])}}
+        for f in ready["frontends"]:
+            out[f"frontend{f['index']}"] = f["pid"]
+            workers = [p for p in children(f["pid"]) if _is_spawned(p)]    # not a resource tracker
+            out.update({f"frontend{f['index']}.worker{j}": p for j, p in enumerate(workers)})
+        return out
 
     def stop(self) -> None:
         """SIGINT (a clean shutdown, up to 30 s), then SIGKILL to whatever of the group is left."""
@@ -70,3 +84,23 @@ class LocalServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid`, from /proc (Linux; empty elsewhere), lowest first."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid:
+            out.append(int(stat.parent.name))
+    return sorted(out)
+
+
+def _is_spawned(pid: int) -> bool:
+    try:
+        return b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -13,9 +14,14 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, frontend: int | None = None) -> None:
+        """`frontend`: this process's index among the server's front ends (--frontends N > 1); each has its
+        own registry, and a scrape sees the one that answered it, named by solbench_frontend."""
         self.registry = CollectorRegistry()
         r = self.registry
+        if frontend is not None:
+            Gauge("solbench_frontend", "The front end (of --frontends) whose counts this scrape shows; 1",
+                  ["frontend", "pid"], registry=r).labels(str(frontend), str(os.getpid())).set(1)
         self.requests = Counter("solbench_requests", "Requests answered, by route, op and HTTP status",
                                 ["route", "op", "status"], registry=r)
         self.latency = Histogram("solbench_request_seconds", "Time from request to response, by route and op",

@@ -28,11 +28,15 @@ def _total(name: str) -> property:
 
 class OpPool(DeviceFacts):
     def __init__(self, setup: WorkerSetup, workers: int = 1, queue_size: int = 64, timeout_s: float = 60.0,
-                 gpu_memory: float = 0.9, window: int = WINDOW):
-        if workers < 1:
-            raise ValueError(f"a pool needs at least one worker, got {workers}")
-        share = max(1, math.ceil(queue_size / workers))
-        self.members = [OpService(setup, share, timeout_s, gpu_memory / workers, window) for _ in range(workers)]
+                 gpu_memory: float = 0.9, window: int = WINDOW, frontends: int = 1):
+        """`frontends`: how many pools (one per front end, --frontends) share the device and the flags'
+        totals; each worker takes 1/(workers x frontends) of --queue and of --gpu-memory."""
+        if workers < 1 or frontends < 1:
+            raise ValueError(f"a pool needs at least one worker and one front end, got {workers}, {frontends}")
+        self.frontends = frontends
+        shares = workers * frontends
+        share = max(1, math.ceil(queue_size / shares))
+        self.members = [OpService(setup, share, timeout_s, gpu_memory / shares, window) for _ in range(workers)]
 
     # ------------------------------------------------------------ what the app reads
 
@@ -74,10 +78,12 @@ class OpPool(DeviceFacts):
 
     def budget(self) -> MemoryBudget | None:
         b = self.first.budget()
-        n = len(self.members)
-        if b is None or n == 1:
+        n, f = len(self.members), self.frontends
+        if b is None or n * f == 1:
             return b
-        return MemoryBudget(b.limit, f"{b.source}, shared by {n} workers (--workers): each takes 1/{n}")
+        among = f"{n} workers (--workers)" if f == 1 else f"{n} workers (--workers) on each of {f} front ends " \
+                                                          f"(--frontends)"
+        return MemoryBudget(b.limit, f"{b.source}, shared by {among}: each takes 1/{n * f}")
 
     # ------------------------------------------------------------ life cycle
 

@@ -74,19 +74,33 @@ class _ProbeOnce:
             return self.cache[key]
 
 
+class Planner:
+    """A run request -> its plan, through the checks `solbench run` applies to its flags (RequestError or
+    UserError: a 422). Blocks while the device is probed (the first run only)."""
+
+    def __init__(self, specs: dict[str, OpSpec], make_config: MakeConfig):
+        self.specs = specs
+        self.make_config = make_config
+        self._probes: dict[tuple[str, str], Probe] = {}
+        self._probe_lock = threading.Lock()
+
+    def __call__(self, request: RunRequest) -> pipeline.Prepared:
+        config = self.make_config(request)
+        executor = _ProbeOnce(ProcessExecutor(config.timeout_s), self._probes, self._probe_lock)
+        return pipeline.prepare(config, self.specs, executor)
+
+
 class RunService:
     def __init__(self, specs: dict[str, OpSpec], make_config: MakeConfig, queue_size: int = 4,
                  out_dir: Path = Path("results/serve"), served: Callable[[], int] = lambda: 0):
         self.specs = specs
-        self.make_config = make_config
+        self.plan = Planner(specs, make_config)
         self.queue_size = queue_size
         self.out_dir = Path(out_dir)
         self.served = served
         self._jobs: OrderedDict[str, RunJob] = OrderedDict()
         self._queue: deque[RunJob] = deque()
         self._cond = threading.Condition()
-        self._probes: dict[tuple[str, str], Probe] = {}
-        self._probe_lock = threading.Lock()
         self._stopping = False
         self._thread: threading.Thread | None = None
 
@@ -108,9 +122,7 @@ class RunService:
         """Check a run request as `solbench run` would, plan it, queue it. Blocks while the device is
         probed (the first run only). Raises RequestError or UserError (422), RunQueueFull (503)."""
         request = RunRequest.from_json(doc)
-        config = self.make_config(request)
-        executor = _ProbeOnce(ProcessExecutor(config.timeout_s), self._probes, self._probe_lock)
-        prepared = pipeline.prepare(config, self.specs, executor)
+        prepared = self.plan(request)
         job = RunJob(secrets.token_hex(8), owner, request, prepared, total=prepared.total)
         with self._cond:
             if len(self._queue) >= self.queue_size:
@@ -153,17 +165,25 @@ class RunService:
 
     def _execute(self, job: RunJob) -> None:
         assert job.prepared is not None
-        before = self.served()
+        execute(job, job.prepared, self.served, self.out_dir)
 
-        def on_record(r: Record) -> None:
-            job.done += 1
-            job.last = f"{r.op} {r.case} {r.dtype} {r.impl}: {r.status}"
 
-        run = pipeline.execute(job.prepared, on_record, command=f"solbench serve: POST /v1/runs {job.id}")
-        run.run_id = f"{run.run_id}-{job.id}"
-        run.env["serve"] = {"run": job.id, "op_requests_during_run": self.served() - before}
-        job.results = pipeline.write(run, self.out_dir)[0]
-        job.run_id = run.run_id
+def execute(job: RunJob, prepared: pipeline.Prepared, served: Callable[[], int], out_dir: Path,
+            progress: Callable[[RunJob], None] = lambda job: None) -> None:
+    """Run a prepared job through the pipeline and write its results file; `progress` after each record.
+    Raises what the pipeline raises (the caller marks the job failed)."""
+    before = served()
+
+    def on_record(r: Record) -> None:
+        job.done += 1
+        job.last = f"{r.op} {r.case} {r.dtype} {r.impl}: {r.status}"
+        progress(job)
+
+    run = pipeline.execute(prepared, on_record, command=f"solbench serve: POST /v1/runs {job.id}")
+    run.run_id = f"{run.run_id}-{job.id}"
+    run.env["serve"] = {"run": job.id, "op_requests_during_run": served() - before}
+    job.results = pipeline.write(run, out_dir)[0]
+    job.run_id = run.run_id
 
 
 def request_error_field(exc: Exception) -> tuple[str | None, str]:

@@ -206,3 +206,97 @@ def test_large_case_against_sdpa(variant):
     o, _ = kernels_ext.attention_lse(q, k, v, True, None, variant)
     err = ((o.float() - ref).norm() / ref.norm()).item()
     assert err <= 1e-2, f"{variant}: {err:.3g} from SDPA"
+
+
+# flash_wgmma's tile configurations (the `config` argument; kernels_ext/csrc/attention/flash_wgmma.h).
+# The tests carry "config" in their names: `-k config` takes them alone (session.sh stage asweep).
+WGMMA_CONFIGS = {
+    64: ["auto", "128x128_s2", "128x176_s2", "128x128_s3", "128x192_s2", "192x128_s2", "192x128_s3"],
+    128: ["auto", "128x128_s2", "128x176_s2", "128x128_s3", "128x192_s2"],
+}
+WGMMA_CONFIG_CASES = [(d, c) for d, names in WGMMA_CONFIGS.items() for c in names if c != "auto"]
+WGMMA_OPS = {False: "flash_attention_wgmma", True: "flash_attention_wgmma_persistent"}
+
+
+def check_config(persistent, config, b, h, hkv, sq, sk, d, causal, dtype=torch.bfloat16, seed=0):
+    """o of one named configuration against the fp32 reference (the config ops return no LSE)."""
+    q, k, v = rand_qkv(b, h, hkv, sq, sk, d, dtype, seed)
+    poison(((b, h, sq, d), dtype))
+    o = getattr(kernels_ext, WGMMA_OPS[persistent])(q, k, v, causal=causal, config=config)
+    ref_o, ref_lse = attention_reference_lse(q.float(), k.float(), v.float(), is_causal=causal)
+    what = f"{WGMMA_OPS[persistent]} config={config} B{b} H{h} KV{hkv} SQ{sq} SK{sk} D{d} causal={causal} {dtype}"
+    assert o.shape == q.shape and o.dtype == dtype
+    assert not torch.isnan(o).any(), f"{what}: NaN in o (unwritten or bad math)"
+    denom = ref_o.norm().item()
+    err = (o.float() - ref_o).norm().item() / (denom if denom > 0 else 1.0)
+    assert err <= NORM_TOL[dtype], f"{what}: normwise error {err:.3g} > {NORM_TOL[dtype]}"
+    assert (o[torch.isneginf(ref_lse)] == 0).all(), f"{what}: rows that see no key must be 0"
+
+
+@pytest.mark.skipif(not IS_SM90, reason="flash_wgmma needs sm_90")
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("d,config", WGMMA_CONFIG_CASES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("ratio", [1, 4])
+def test_wgmma_config_odd_lengths(persistent, d, config, causal, ratio):
+    # Square lengths that leave every kind of tail (one row, part of a 16-row group, part of a
+    # key tile of 128, 176 or 192, one key past a tile), then causal with SQ != SK both ways
+    # (queries that see no key; a chunk against a longer cache); grouped-query heads.
+    for seq in SEQ:
+        check_config(persistent, config, 1, 4, 4 // ratio, seq, seq, d, causal, seed=seq)
+    for sq, sk in ((17, 1000), (1000, 17), (4097, 1000), (333, 334)):
+        check_config(persistent, config, 2, 4, 4 // ratio, sq, sk, d, causal, seed=sq + sk)
+
+
+@pytest.mark.skipif(not IS_SM90, reason="flash_wgmma needs sm_90")
+@pytest.mark.parametrize("d,config", WGMMA_CONFIG_CASES)
+@pytest.mark.parametrize("b,h,hkv,sq,sk,causal", [(3, 48, 8, 777, 2049, False), (3, 48, 8, 777, 2049, True),
+                                                  (2, 40, 8, 1000, 17, True)])
+def test_wgmma_config_persistent_blocks_loop_over_many_tiles(d, config, b, h, hkv, sq, sk, causal):
+    # Several items per persistent block (5-8 query tiles x 80-144 heads against 132 SMs), so the
+    # K/V ring and the Q hand-over (two Q buffers, or one where a third buffer does not fit: D = 128
+    # with 176- or 192-key tiles or three stages) cross items at every stage and parity; key tiles
+    # differ per item (causal), are odd in number, or are none (SQ > SK). The grid launch agrees.
+    check_config(True, config, b, h, hkv, sq, sk, d, causal, seed=b * sq)
+    q, k, v = rand_qkv(b, h, hkv, sq, sk, d, torch.bfloat16, seed=1)
+    o_grid = kernels_ext.flash_attention_wgmma(q, k, v, causal=causal, config=config)
+    o_pers = kernels_ext.flash_attention_wgmma_persistent(q, k, v, causal=causal, config=config)
+    assert ((o_pers.float() - o_grid.float()).norm() / o_grid.float().norm()).item() <= 2e-3
+
+
+@pytest.mark.skipif(not IS_SM90, reason="flash_wgmma needs sm_90")
+@pytest.mark.parametrize("d,config", WGMMA_CONFIG_CASES)
+def test_wgmma_config_float16_and_explicit_scale(d, config):
+    q, k, v = rand_qkv(1, 8, 2, 1000, 1000, d, torch.float16)
+    for persistent in (False, True):
+        o = getattr(kernels_ext, WGMMA_OPS[persistent])(q, k, v, causal=True, scale=0.05, config=config)
+        ref = attention_reference_lse(q.float(), k.float(), v.float(), is_causal=True, scale=0.05)[0]
+        err = ((o.float() - ref).norm() / ref.norm()).item()
+        assert err <= NORM_TOL[torch.float16], f"{config} D{d} persistent={persistent}: {err:.3g}"
+
+
+def test_wgmma_config_names_and_the_head_dims_they_apply_to():
+    # The table's choices are the launcher's names in its enum's order (the binding looks them up).
+    from pathlib import Path
+
+    from kernels_ext import optable
+    text = (Path(__file__).resolve().parents[2] / "kernels_ext" / "csrc" / "attention" / "flash_wgmma.cu").read_text()
+    names = [line.split('"')[1] for line in text.splitlines() if 'return "' in line and "FlashWgmmaConfig::" in line]
+    for op in WGMMA_OPS.values():
+        entry = next(o for o in optable.load_table() if o.name == op)
+        config = next(a for a in entry.scalars if a.name == "config")
+        assert tuple(names) == tuple(config.choices), (op, names, config.choices)
+    assert set(WGMMA_CONFIGS[64]) == set(names)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+def test_wgmma_config_that_does_not_apply_to_the_head_dim_is_refused(persistent):
+    op = WGMMA_OPS[persistent]
+    q = torch.randn(1, 2, 8, 128, device=DEV, dtype=torch.bfloat16)
+    for config in ("192x128_s2", "192x128_s3"):
+        with pytest.raises(ValueError, match=rf"solbench_kernels::{op}: config '{config}' does not apply to head "
+                                             r"dim D = 128 \(D = 128 takes auto, 128x128_s2, 128x176_s2, 128x128_s3, "
+                                             r"128x192_s2\)"):
+            getattr(kernels_ext, op)(q, q, q, config=config)
+    with pytest.raises(ValueError, match=f"kernels_ext.{op}: config must be one of 'auto', "):
+        getattr(kernels_ext, op)(q, q, q, config="256x128_s2")

@@ -320,14 +320,15 @@ def test_fp8_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- gemv
-@pytest.mark.parametrize("variant", ["simt", "mma"])
+@pytest.mark.parametrize("variant", ["simt", "mma", "decode", "auto"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("m, k, b", [(1, 1, 1), (33, 7, 2), (65536, 128, 4), (4095, 16384, 8), (1000, 1001, 3),
                                      (777, 4096, 11), (4096, 4096, 1), (37, 264, 5), (33, 1024, 2), (17, 8, 8),
                                      (100, 136, 1)], ids=str)
 def test_gemv_against_float64(dtype, m, k, b, variant):
     """mma (16-bit, K % 8 == 0) covers partial 16-row tiles, K not a multiple of its 128-wide step,
-    1, 2, 4 and 8 K slices, batches below and beyond 8; elsewhere it falls back to simt."""
+    1, 2, 4 and 8 K slices, batches below and beyond 8; decode (the GEMM's small-M kernel) batches up
+    to 16 and K tails inside its 32-wide chunk; elsewhere both fall back to simt."""
     a, x = rand(m, k, dtype=dtype, seed=25), rand(b, k, dtype=dtype, seed=26)
     ref = x.double() @ a.double().t()
     poison_next((b, m), dtype)
@@ -339,7 +340,7 @@ def test_gemv_against_float64(dtype, m, k, b, variant):
     assert float(((y.double() - ref).abs() / bound).max()) <= 1.0
 
 
-@pytest.mark.parametrize("variant", ["simt", "mma"])
+@pytest.mark.parametrize("variant", ["simt", "mma", "decode"])
 def test_gemv_vector_and_strided_weights(variant):
     big = rand(500, 600, dtype=torch.bfloat16, seed=27)
     a, v = big[:, 8:520], rand(512, dtype=torch.bfloat16, seed=28)

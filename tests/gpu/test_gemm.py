@@ -175,8 +175,8 @@ def test_gemm_decode(m, n, k, dtype, split_k):
     assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_decode split {split_k} {m}x{n}x{k}")
 
 
-# M <= 16; N from one row to more than 64 per SM (64-row CTAs) and below (32-row CTAs); K tails
-# inside a chunk (K % 32 != 0) and K-splits of unequal length.
+# M <= 16; N from one row to past 6336 (the 32-row CTAs; below it 16-row ones); K tails inside a
+# chunk (K % 32 != 0) and K-splits of unequal length.
 DECODE_MMA = [(1, 256, 512), (16, 1000, 264), (5, 40, 16), (16, 64, 8), (9, 4100, 4104),
               (16, 8192, 512), (2, 1, 96), (16, 130, 2056), (13, 9000, 1032)]
 

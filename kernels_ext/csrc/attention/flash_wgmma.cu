@@ -1,22 +1,25 @@
 // flash_wgmma: FlashAttention-3 style forward for Hopper (sm_90a).
 //
-// A block computes 128 query rows of one (batch, head) with three warpgroups:
+// A block computes BM = 64 x W query rows of one (batch, head) with W + 1 warpgroups (W = 2 or 3,
+// the configuration's; flash_wgmma.h names them):
 //  - a producer (registers given away with setmaxnreg) whose one thread issues TMA loads: the
 //    Q tile once, then K and V tiles into a ring of shared-memory stages, each stage with a
 //    `full` mbarrier (TMA completes bytes on it) and an `empty` one (consumer warps arrive
 //    when they no longer read it). K and V have separate rings because K is released as
 //    soon as S = Q K^T is done, V only after O += P V;
-//  - two consumer warpgroups of 64 rows each: S = Q K^T with wgmma SS (Q and K K-major in
+//  - W consumer warpgroups of 64 rows each: S = Q K^T with wgmma SS (Q and K K-major in
 //    128B-swizzled smem), online softmax in registers, O += P V with wgmma RS (P straight
 //    from the S registers, V MN-major in smem through the transposed-B descriptor).
 // Overlap, the two ways FlashAttention-3 describes:
 //  - within a warpgroup, the matrix products of tile j (S_j) and of tile j - 1 (P_{j-1} V_{j-1})
 //    are issued together, and the softmax of S_j runs while P_{j-1} V_{j-1} is on the tensor
 //    cores (O is rescaled only after that product retires);
-//  - between warpgroups, a pair of named barriers makes them take turns issuing their
-//    products (ping-pong), so one warpgroup's softmax fills the other's matrix-product time.
+//  - between warpgroups, one named barrier per consumer makes them take turns issuing their
+//    products (ping-pong; with three consumers the turn goes 0 -> 1 -> 2 -> 0), so one
+//    warpgroup's softmax fills the others' matrix-product time.
 // Causal blocks stop at the last tile their last row sees and mask only tiles that cross the
-// diagonal or the key tail; rows that see no key get o = 0, lse = -inf.
+// diagonal or the key tail (any BN that is a multiple of 16: 176 = 11 x 16 too); rows that see
+// no key get o = 0, lse = -inf.
 //
 // Split mode (kSplit, for decoding with many query rows per K/V head, e.g. 16 positions x 8
 // grouped heads = 128 rows, where mma.sync cannot keep up with memory): a block takes 128
@@ -40,6 +43,7 @@
 #include "../tile/wgmma.cuh"
 #include "args.cuh"
 #include "attention.h"
+#include "flash_wgmma.h"
 #include "grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
@@ -53,36 +57,61 @@ using tile::wgmma_ss;
 
 constexpr int kPanelCols = 64;  // TMA box rows and wgmma atoms: 128 bytes, 64 elements
 
-template <int D_, int BN_, int STAGES>
+// Shared memory a block may take: 227 KB per block, less the 1 KB of static shared memory
+// (the barriers, which ptxas places in one 1024-byte aligned unit next to the dynamic part).
+constexpr int kMaxDynamicSmem = 227 * 1024 - 1024;
+constexpr int kRegistersPerSm = 64 * 1024;
+
+// D: head dim; W: consumer warpgroups (64 query rows each); BN: keys per K/V tile (a multiple
+// of 16, at most 256: one wgmma N); STAGES: depth of the K and V rings.
+template <int D_, int W_, int BN_, int STAGES>
 struct WgmmaConfig {
   static constexpr int D = D_;
-  static constexpr int BM = 128;  // two consumer warpgroups x 64 rows
+  static constexpr int kConsumers = W_;
+  static constexpr int BM = 64 * kConsumers;
   static constexpr int BN = BN_;
   static constexpr int NT = BN / 8;
   static constexpr int kStages = STAGES;
   static constexpr int kPanels = D / kPanelCols;
-  static constexpr int kThreads = 3 * tile::kWarpgroupThreads;
+  static constexpr int kThreads = (kConsumers + 1) * tile::kWarpgroupThreads;
+  static constexpr int kConsumerWarps = 4 * kConsumers;  // arrivals that release a stage or Q
+  // setmaxnreg: the producer drops to kProducerRegs, the consumers rise to kConsumerRegs; the
+  // block (one per SM) must fit the 64K registers, and the consumers' count must not be below
+  // what every thread starts with (the launch-bounds cap, 64K / threads rounded down to 8).
+  // FlashAttention-3's counts: 24 / 240 with two consumers, 32 / 160 with three.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static constexpr int kQBytes = BM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;                                 // one K or V stage
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;  // + alignment
-  // A persistent block double-buffers Q, so the next item's Q loads while this one's is read.
-  static constexpr int kPersistentSmemBytes = kSmemBytes + kQBytes;
-  static_assert(D % kPanelCols == 0 && BN % 16 == 0 && BN <= 256, "tile shape");
+  // A persistent block double-buffers Q where it fits, so the next item's Q loads while this
+  // one's is read; where it does not (D = 128 with 176- or 192-key tiles or 3 stages) the next
+  // Q waits until the consumers' last S = Q K^T of the current item has retired.
+  static constexpr int kPersistentQBuffers = kSmemBytes + kQBytes <= kMaxDynamicSmem ? 2 : 1;
+  static constexpr int kPersistentSmemBytes = kSmemBytes + (kPersistentQBuffers - 1) * kQBytes;
+  static_assert(D % kPanelCols == 0 && BN % 16 == 0 && BN <= 256 && BM <= 256, "tile shape");
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static_assert(kStages >= 2 && kStages <= 4, "Barriers holds up to 4 stages");
+  static_assert(kProducerRegs * tile::kWarpgroupThreads +
+                        kConsumers * kConsumerRegs * tile::kWarpgroupThreads <=
+                    kRegistersPerSm,
+                "setmaxnreg budgets exceed the SM's registers");
+  static_assert(kConsumerRegs >= kRegistersPerSm / kThreads / 8 * 8 &&
+                    kProducerRegs <= kRegistersPerSm / kThreads / 8 * 8,
+                "setmaxnreg: consumers increase, the producer decreases");
+  static_assert(kSmemBytes <= kMaxDynamicSmem, "shared memory per block");
 };
 
 struct Barriers {
-  // Q buffer b (persistent blocks alternate two; others use 0): q_empty[b] = both consumers are
-  // done reading it.
+  // Q buffer b (persistent blocks cycle through kPersistentQBuffers; others use 0): q_empty[b] =
+  // every consumer is done reading it.
   uint64_t q_full[2], q_empty[2];
   uint64_t k_full[4], k_empty[4], v_full[4], v_empty[4];
 };
 
 #if SK_TILE_SM90A
 constexpr int kSwizzleBytes = 128;
-constexpr int kConsumerWarps = 8;  // arrivals that release a stage
-constexpr int kProducerRegs = 24;
-constexpr int kConsumerRegs = 240;                      // 128 x 24 + 256 x 240 <= 64K registers
-constexpr int kSchedBarrier = tile::kFirstFreeBarrier;  // +0: consumer 0's turn, +1: consumer 1's
+constexpr int kSchedBarrier = tile::kFirstFreeBarrier;  // + cw: consumer cw's turn
 
 template <class C>
 struct Smem {
@@ -104,15 +133,16 @@ __device__ __forceinline__ int block_tiles(const AttnArgs& a, int m0, int bm, in
 // One work item's loads: the Q tile, then key tiles [tile0, tile0 + n_tiles) into the ring,
 // whose position continues across a persistent block's work items: its tile `it` goes to ring
 // slot ring0 + it (stage slot % kStages, pass slot / kStages). Work item `round` uses Q buffer
-// round % 2 for the (round / 2)-th time; from round 2 on it first waits until both consumers
-// have released that buffer's previous use (item round - 2).
-template <class C>
+// round % NQ for the (round / NQ)-th time; from round NQ on it first waits until every consumer
+// has released that buffer's previous use (item round - NQ).
+template <class C, int NQ>
 __device__ __forceinline__ void produce_work(const CUtensorMap* q_map, const CUtensorMap* k_map,
                                              const CUtensorMap* v_map, const Smem<C>& sm,
                                              Barriers& bar, int q_row, int q_head, int kv_head,
                                              int tile0, int n_tiles, int ring0, int round) {
-  const int qb = round & 1;
-  if (round >= 2) tile::mbar_wait(&bar.q_empty[qb], ((round >> 1) - 1) & 1);
+  const int qb = static_cast<int>(static_cast<unsigned>(round) % NQ);  // round >= 0
+  const int use = static_cast<int>(static_cast<unsigned>(round) / NQ);
+  if (round >= NQ) tile::mbar_wait(&bar.q_empty[qb], (use - 1) & 1);
   tile::mbar_arrive_expect_tx(&bar.q_full[qb], C::kQBytes);
 #pragma unroll
   for (int p = 0; p < C::kPanels; ++p) {
@@ -202,12 +232,17 @@ __device__ __forceinline__ int row_visible(const AttnArgs& a, int row) {
 }
 
 // The consumers' turns (ping-pong): a warpgroup issues its products between
-// named_barrier_sync(own turn) and named_barrier_arrive(other's turn). Consumer 0 goes first:
-// consumer 1 hands it the first turn in turns_begin(), and consumer 1's last hand-over is taken
-// in turns_end(). Both consumers take the same number of turns (one per key tile of each work
-// item, the same items for both), so a persistent block keeps one sequence across its items.
+// named_barrier_sync(own turn) and named_barrier_arrive(the next consumer's turn), the turn
+// going round 0 -> 1 (-> 2) -> 0. Each barrier counts the two warpgroups that meet on it, the
+// one waiting for its turn and the one handing it over. Consumer 0 goes first: the last consumer
+// hands it the first turn in turns_begin(), and the last consumer's final hand-over is taken by
+// consumer 0 in turns_end(). Every consumer takes the same number of turns (one per key tile of
+// each work item, the same items for all), so a persistent block keeps one cycle across its
+// items, and no barrier sees a second hand-over before its first was taken (a consumer hands
+// over turn t + 1 only after it was handed turn t + 1, which needs the whole cycle in between).
+template <int W>
 __device__ __forceinline__ void turns_begin(int cw) {
-  if (cw == 1) tile::named_barrier_arrive(kSchedBarrier, 2 * tile::kWarpgroupThreads);
+  if (cw == W - 1) tile::named_barrier_arrive(kSchedBarrier, 2 * tile::kWarpgroupThreads);
 }
 
 __device__ __forceinline__ void turns_end(int cw) {
@@ -215,9 +250,9 @@ __device__ __forceinline__ void turns_end(int cw) {
 }
 
 // One work item for consumer warpgroup cw: its tile `it` is in ring slot ring0 + it (as the
-// producer put it); Q is in buffer round % 2 (phase round / 2 of its q_full), released to the
+// producer put it); Q is in buffer round % NQ (phase round / NQ of its q_full), released to the
 // producer (q_empty) once the item's last S = Q K^T has retired.
-template <class T, class C, bool kSplit>
+template <class T, class C, bool kSplit, int NQ>
 __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& split,
                                              const Smem<C>& sm, Barriers& bar, int cw,
                                              const Work& w, int ring0, int round) {
@@ -227,14 +262,16 @@ __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& s
   const int warp = t128 / 32;
   const int lane = t128 % 32;
   const int own_turn = kSchedBarrier + cw;
-  const int other_turn = kSchedBarrier + (1 - cw);
+  const int next_turn =
+      kSchedBarrier + (C::kConsumers == 2 ? 1 - cw : (cw + 1 == C::kConsumers ? 0 : cw + 1));
   // This thread's rows: row0 and row0 + 8.
   const int row0 = w.row_base + 64 * cw + 16 * warp + (lane >> 2);
   // Key tiles every row of this warpgroup sees whole (split mode: position 0 sees the fewest).
   const int first_visible = kSplit ? visible_keys(0, a.seq_q, a.seq_k, a.causal)
                                    : visible_keys(w.row_base + 64 * cw, a.seq_q, a.seq_k, a.causal);
   const int n_unmasked = max(first_visible, 0) / C::BN;
-  const int qb = round & 1;
+  const int qb = static_cast<int>(static_cast<unsigned>(round) % NQ);  // round >= 0
+  const uint32_t q_use = static_cast<unsigned>(round) / NQ;
   const uint8_t* q_rows = sm.q_buffer(qb) + 64 * cw * kSwizzleBytes;
 
   tile::OnlineSoftmax<1> softmax;
@@ -247,7 +284,7 @@ __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& s
   auto& o_flat = reinterpret_cast<float (&)[D / 2]>(o);
   auto& s_flat = reinterpret_cast<float (&)[C::BN / 2]>(s);
 
-  tile::mbar_wait(&bar.q_full[qb], (round >> 1) & 1);
+  tile::mbar_wait(&bar.q_full[qb], q_use & 1);
 
   auto softmax_tile = [&](int it, float (&rescale)[2]) {
     const int j = w.tile0 + it;  // the key tile's index in the sequence
@@ -273,7 +310,7 @@ __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& s
     tile::mbar_wait(&bar.k_full[st], (ring0 / C::kStages) & 1);
     tile::wgmma_fence();
     issue_scores<T, C>(s_flat, q_rows, sm.k_stage(st));
-    tile::named_barrier_arrive(other_turn, 2 * tile::kWarpgroupThreads);
+    tile::named_barrier_arrive(next_turn, 2 * tile::kWarpgroupThreads);
     tile::wgmma_wait<0>();
     tile::fence_accumulators(s_flat);
     release(&bar.k_empty[st], lane);
@@ -295,7 +332,7 @@ __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& s
     tile::scale_rows(o, rescale);  // for P_{it-1}, under S_it
     tile::wgmma_fence();
     issue_pv<T, C>(o_flat, p, sm.v_stage(prev));
-    tile::named_barrier_arrive(other_turn, 2 * tile::kWarpgroupThreads);
+    tile::named_barrier_arrive(next_turn, 2 * tile::kWarpgroupThreads);
 
     tile::wgmma_wait<1>();  // S_it done; P_{it-1} V_{it-1} may still run
     tile::fence_accumulators(s_flat);
@@ -417,8 +454,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   __shared__ Barriers bar;
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
-  // Q (two buffers when persistent) | K stages | V stages, every part 1024-byte aligned.
-  constexpr int kQSpace = (kPersistent ? 2 : 1) * C::kQBytes;
+  // Q (kPersistentQBuffers buffers when persistent) | K stages | V stages, every part 1024-byte
+  // aligned (BM, BN: multiples of 8 rows of 128 bytes).
+  constexpr int kQBuffers = kPersistent ? C::kPersistentQBuffers : 1;
+  constexpr int kQSpace = kQBuffers * C::kQBytes;
   const Smem<C> sm{base, base + kQSpace, base + kQSpace + C::kStages * C::kKVBytes};
 
   PrefillItem item{};  // this block's one item (not persistent)
@@ -444,14 +483,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       tile::mbar_init(&bar.q_full[b], 1);
-      tile::mbar_init(&bar.q_empty[b], kConsumerWarps);
+      tile::mbar_init(&bar.q_empty[b], C::kConsumerWarps);
     }
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
       tile::mbar_init(&bar.k_full[s], 1);
       tile::mbar_init(&bar.v_full[s], 1);
-      tile::mbar_init(&bar.k_empty[s], kConsumerWarps);
-      tile::mbar_init(&bar.v_empty[s], kConsumerWarps);
+      tile::mbar_init(&bar.k_empty[s], C::kConsumerWarps);
+      tile::mbar_init(&bar.v_empty[s], C::kConsumerWarps);
     }
     tile::mbar_fence_init();
   }
@@ -461,7 +500,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // slots the items' key tiles take, so stage and parity agree on both sides.
   const int wg = tile::warpgroup_index();
   if (wg == 0) {
-    tile::setmaxnreg_dec<kProducerRegs>();
+    tile::setmaxnreg_dec<C::kProducerRegs>();
     if (threadIdx.x == 0) {
       tile::tma_prefetch_descriptor(&q_map);
       tile::tma_prefetch_descriptor(&k_map);
@@ -469,27 +508,27 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if constexpr (kPersistent) {
         int ring = 0;
         for (int round = 0; persistent_item<C>(args, round, &item); ++round) {
-          produce_work<C>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head, item.kv_head,
-                          item.w.tile0, item.w.n_tiles, ring, round);
+          produce_work<C, kQBuffers>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head,
+                                     item.kv_head, item.w.tile0, item.w.n_tiles, ring, round);
           ring += item.w.n_tiles;
         }
       } else {
-        produce_work<C>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head, item.kv_head,
-                        item.w.tile0, item.w.n_tiles, 0, 0);
+        produce_work<C, 1>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head, item.kv_head,
+                           item.w.tile0, item.w.n_tiles, 0, 0);
       }
     }
   } else {
-    tile::setmaxnreg_inc<kConsumerRegs>();
+    tile::setmaxnreg_inc<C::kConsumerRegs>();
     const int cw = wg - 1;
-    turns_begin(cw);
+    turns_begin<C::kConsumers>(cw);
     if constexpr (kPersistent) {
       int ring = 0;
       for (int round = 0; persistent_item<C>(args, round, &item); ++round) {
-        consume_work<T, C, false>(args, split, sm, bar, cw, item.w, ring, round);
+        consume_work<T, C, false, kQBuffers>(args, split, sm, bar, cw, item.w, ring, round);
         ring += item.w.n_tiles;
       }
     } else {
-      consume_work<T, C, kSplit>(args, split, sm, bar, cw, item.w, 0, 0);
+      consume_work<T, C, kSplit, 1>(args, split, sm, bar, cw, item.w, 0, 0);
     }
     turns_end(cw);
   }
@@ -498,12 +537,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif
 }
 
-using D64Config = WgmmaConfig<64, 128, 2>;
-using D128Config = WgmmaConfig<128, 128, 2>;
+// The named prefill configurations (flash_wgmma.h): BM x BN _ stages at head dim D.
+template <int D>
+using Cfg128x128s2 = WgmmaConfig<D, 2, 128, 2>;  // kAuto until the sweep of 2026-12-01
+template <int D>
+using Cfg128x176s2 = WgmmaConfig<D, 2, 176, 2>;
+template <int D>
+using Cfg128x128s3 = WgmmaConfig<D, 2, 128, 3>;
+template <int D>
+using Cfg128x192s2 = WgmmaConfig<D, 2, 192, 2>;
+using Cfg192x128s2 = WgmmaConfig<64, 3, 128, 2>;  // three consumer warpgroups: D = 64 only
+using Cfg192x128s3 = WgmmaConfig<64, 3, 128, 3>;
 // Split mode streams keys for few rows: a third stage keeps more bytes in flight (225 KB).
-using D64SplitConfig = WgmmaConfig<64, kWgmmaSplitKeys, 3>;
-using D128SplitConfig = WgmmaConfig<128, kWgmmaSplitKeys, 3>;
-static_assert(D128SplitConfig::BM == kWgmmaSplitRows && D128SplitConfig::kSmemBytes <= 227 * 1024,
+using D64SplitConfig = WgmmaConfig<64, 2, kWgmmaSplitKeys, 3>;
+using D128SplitConfig = WgmmaConfig<128, 2, kWgmmaSplitKeys, 3>;
+static_assert(D128SplitConfig::BM == kWgmmaSplitRows && D64SplitConfig::BM == kWgmmaSplitRows,
               "split tile");
 
 template <class T>
@@ -537,7 +585,7 @@ cudaError_t launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUt
   static_assert(C::kPanels * kPanelCols == C::D && C::NT * 8 == C::BN, "tile shape");
   auto kernel = flash_wgmma_fwd<T, C, kSplit, kPersistent>;
   constexpr int kSmem = kPersistent ? C::kPersistentSmemBytes : C::kSmemBytes;
-  static_assert(kSmem <= 227 * 1024, "shared memory per block");
+  static_assert(kSmem <= kMaxDynamicSmem, "shared memory per block");
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
@@ -574,17 +622,79 @@ AttentionResult run(const AttentionParams& p, const SplitKV& split, dim3 grid,
   return {};
 }
 
-template <bool kSplit, bool kPersistent = false>
-AttentionResult dispatch(const AttentionParams& p, const SplitKV& split, dim3 grid,
-                         cudaStream_t stream) {
-  using C64 = std::conditional_t<kSplit, D64SplitConfig, D64Config>;
-  using C128 = std::conditional_t<kSplit, D128SplitConfig, D128Config>;
+// Decoding's split mode: its own tiles at each head dim.
+AttentionResult dispatch_split(const AttentionParams& p, const SplitKV& split, dim3 grid,
+                               cudaStream_t stream) {
   if (p.dtype == DType::kBFloat16) {
-    return p.head_dim == 64 ? run<__nv_bfloat16, C64, kSplit, kPersistent>(p, split, grid, stream)
-                            : run<__nv_bfloat16, C128, kSplit, kPersistent>(p, split, grid, stream);
+    return p.head_dim == 64
+               ? run<__nv_bfloat16, D64SplitConfig, true, false>(p, split, grid, stream)
+               : run<__nv_bfloat16, D128SplitConfig, true, false>(p, split, grid, stream);
   }
-  return p.head_dim == 64 ? run<__half, C64, kSplit, kPersistent>(p, split, grid, stream)
-                          : run<__half, C128, kSplit, kPersistent>(p, split, grid, stream);
+  return p.head_dim == 64 ? run<__half, D64SplitConfig, true, false>(p, split, grid, stream)
+                          : run<__half, D128SplitConfig, true, false>(p, split, grid, stream);
+}
+
+// Prefill with configuration C: one block per query tile, or (kPersistent) one per SM.
+template <class T, class C, bool kPersistent>
+AttentionResult run_prefill(const AttentionParams& p, cudaStream_t stream) {
+  const int64_t m_blocks = ceil_div(p.seq_q, C::BM);
+  if constexpr (kPersistent) {
+    const int64_t items = m_blocks * p.heads_q * p.batch;
+    // The kernel's ring counters are 32-bit; so many items (2^31) never fit one launch anyway.
+    if (items > INT32_MAX / 2) return run_prefill<T, C, false>(p, stream);
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(items, device_sm_count())), 1, 1);
+    return run<T, C, false, true>(p, SplitKV{}, grid, stream);
+  } else {
+    const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads_q),
+                    static_cast<unsigned>(p.batch));
+    return run<T, C, false, false>(p, SplitKV{}, grid, stream);
+  }
+}
+
+template <class T, bool kPersistent, int D>
+AttentionResult run_config(const AttentionParams& p, FlashWgmmaConfig c, cudaStream_t stream) {
+  switch (c) {
+    case FlashWgmmaConfig::kAuto:
+      // The H200 sweep (scripts/tune/specs/flash_wgmma_configs.yaml, results/h200/issue14/2026-12-01_s6/):
+      // at D = 64 three consumer warpgroups, 1.07-1.09x cuDNN persistent, 0.98-1.04x grid (128x128_s2:
+      // 0.90-0.93x); at D = 128 192-key tiles for the persistent launch (0.99-1.06x; 128x128_s2
+      // 0.91-1.02x), a third stage for the grid one (0.88-1.03x; 0.87-1.03x).
+      // Few query tiles (B2 H8 S1024: 96 blocks of 192 rows for 132 SMs) keep 128-row blocks: 192
+      // rows ran 0.83x cuDNN there, 128 rows 0.93x (results/h200/issue14/run/attention/).
+      if constexpr (D == 64) {
+        const int64_t tiles = ceil_div(p.seq_q, int64_t{Cfg192x128s2::BM}) * p.heads_q * p.batch;
+        if (tiles >= 2 * int64_t{device_sm_count()}) return run_prefill<T, Cfg192x128s2, kPersistent>(p, stream);
+        return run_prefill<T, Cfg128x128s2<D>, kPersistent>(p, stream);
+      }
+      if constexpr (kPersistent) return run_prefill<T, Cfg128x192s2<D>, kPersistent>(p, stream);
+      return run_prefill<T, Cfg128x128s3<D>, kPersistent>(p, stream);
+    case FlashWgmmaConfig::k128x128_s2:
+      return run_prefill<T, Cfg128x128s2<D>, kPersistent>(p, stream);
+    case FlashWgmmaConfig::k128x176_s2:
+      return run_prefill<T, Cfg128x176s2<D>, kPersistent>(p, stream);
+    case FlashWgmmaConfig::k128x128_s3:
+      return run_prefill<T, Cfg128x128s3<D>, kPersistent>(p, stream);
+    case FlashWgmmaConfig::k128x192_s2:
+      return run_prefill<T, Cfg128x192s2<D>, kPersistent>(p, stream);
+    case FlashWgmmaConfig::k192x128_s2:
+      if constexpr (D == 64) return run_prefill<T, Cfg192x128s2, kPersistent>(p, stream);
+      break;
+    case FlashWgmmaConfig::k192x128_s3:
+      if constexpr (D == 64) return run_prefill<T, Cfg192x128s3, kPersistent>(p, stream);
+      break;
+  }
+  return {AttentionStatus::kBadHeadDim, cudaSuccess};  // flash_wgmma_config_applies() said no
+}
+
+template <bool kPersistent>
+AttentionResult dispatch_prefill(const AttentionParams& p, FlashWgmmaConfig c,
+                                 cudaStream_t stream) {
+  if (p.dtype == DType::kBFloat16) {
+    return p.head_dim == 64 ? run_config<__nv_bfloat16, kPersistent, 64>(p, c, stream)
+                            : run_config<__nv_bfloat16, kPersistent, 128>(p, c, stream);
+  }
+  return p.head_dim == 64 ? run_config<__half, kPersistent, 64>(p, c, stream)
+                          : run_config<__half, kPersistent, 128>(p, c, stream);
 }
 
 bool device_is_sm90() {
@@ -623,24 +733,53 @@ AttentionResult prefill_preamble(const AttentionParams& p, cudaStream_t stream, 
 
 namespace sk {
 
-AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream) {
+const char* flash_wgmma_config_name(FlashWgmmaConfig c) {
+  switch (c) {
+    case FlashWgmmaConfig::kAuto: return "auto";
+    case FlashWgmmaConfig::k128x128_s2: return "128x128_s2";
+    case FlashWgmmaConfig::k128x176_s2: return "128x176_s2";
+    case FlashWgmmaConfig::k128x128_s3: return "128x128_s3";
+    case FlashWgmmaConfig::k128x192_s2: return "128x192_s2";
+    case FlashWgmmaConfig::k192x128_s2: return "192x128_s2";
+    case FlashWgmmaConfig::k192x128_s3: return "192x128_s3";
+  }
+  return "?";
+}
+
+bool flash_wgmma_config_applies(FlashWgmmaConfig c, int64_t head_dim) {
+  if (head_dim != 64 && head_dim != 128) return false;
+  switch (c) {
+    case FlashWgmmaConfig::k192x128_s2:
+    case FlashWgmmaConfig::k192x128_s3:
+      return head_dim == 64;
+    case FlashWgmmaConfig::kAuto:
+    case FlashWgmmaConfig::k128x128_s2:
+    case FlashWgmmaConfig::k128x176_s2:
+    case FlashWgmmaConfig::k128x128_s3:
+    case FlashWgmmaConfig::k128x192_s2:
+      return true;
+  }
+  return false;
+}
+
+AttentionResult launch_flash_wgmma_config(const AttentionParams& p, FlashWgmmaConfig c,
+                                          bool persistent, cudaStream_t stream) {
   bool done = false;
   const AttentionResult pre = attn::prefill_preamble(p, stream, &done);
   if (done) return pre;
-  const dim3 grid(static_cast<unsigned>(attn::ceil_div(p.seq_q, attn::D128Config::BM)),
-                  static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
-  return attn::dispatch<false>(p, attn::SplitKV{}, grid, stream);
+  if (!flash_wgmma_config_applies(c, p.head_dim)) {
+    return {AttentionStatus::kBadHeadDim, cudaSuccess};
+  }
+  return persistent ? attn::dispatch_prefill<true>(p, c, stream)
+                    : attn::dispatch_prefill<false>(p, c, stream);
+}
+
+AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream) {
+  return launch_flash_wgmma_config(p, FlashWgmmaConfig::kAuto, false, stream);
 }
 
 AttentionResult launch_flash_wgmma_persistent(const AttentionParams& p, cudaStream_t stream) {
-  bool done = false;
-  const AttentionResult pre = attn::prefill_preamble(p, stream, &done);
-  if (done) return pre;
-  const int64_t items = attn::ceil_div(p.seq_q, attn::D128Config::BM) * p.heads_q * p.batch;
-  // The kernel's ring counters are 32-bit; so many items (2^31) never fit one launch anyway.
-  if (items > INT32_MAX / 2) return launch_flash_wgmma(p, stream);
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(items, attn::device_sm_count())), 1, 1);
-  return attn::dispatch<false, true>(p, attn::SplitKV{}, grid, stream);
+  return launch_flash_wgmma_config(p, FlashWgmmaConfig::kAuto, true, stream);
 }
 
 namespace attn {
@@ -656,7 +795,7 @@ AttentionResult launch_wgmma_split(const AttentionParams& p, const SplitKV& s, i
   const int64_t row_blocks = ceil_div(s.rows, kWgmmaSplitRows);
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(p.heads_kv * row_blocks),
                   static_cast<unsigned>(p.batch));
-  return dispatch<true>(p, s, grid, stream);
+  return dispatch_split(p, s, grid, stream);
 }
 
 }  // namespace attn

@@ -3,6 +3,7 @@
 // [B, HKV, SK, D], D in {64, 128}, HKV | H, contiguity, one CUDA device) and set the device;
 // these choose the variant, allocate the outputs and turn launcher statuses into errors.
 #include "../attention/attention.h"
+#include "../attention/flash_wgmma.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -60,7 +61,9 @@ void raise_on_error(const AttentionResult& r, const char* op) {
 
 std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at::Tensor& q,
                                        const at::Tensor& k, const at::Tensor& v, bool causal,
-                                       std::optional<double> scale, bool want_lse, int decode_splits = 0) {
+                                       std::optional<double> scale, bool want_lse,
+                                       int decode_splits = 0,
+                                       FlashWgmmaConfig wgmma_config = FlashWgmmaConfig::kAuto) {
   AttentionParams p;
   p.decode_splits = decode_splits;
   p.dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
@@ -91,10 +94,10 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
   AttentionResult r;
   switch (variant) {
     case Variant::kWgmma:
-      r = launch_flash_wgmma(p, stream);
+      r = launch_flash_wgmma_config(p, wgmma_config, false, stream);
       break;
     case Variant::kWgmmaPersistent:
-      r = launch_flash_wgmma_persistent(p, stream);
+      r = launch_flash_wgmma_config(p, wgmma_config, true, stream);
       break;
     case Variant::kDecode: {
       SK_CHECK_VALUE(p.seq_q >= 1 && p.seq_q <= kMaxDecodeQuery, "solbench_kernels::", op,
@@ -125,6 +128,32 @@ Variant variant_of(c10::string_view name) {
   return Variant::kAuto;
 }
 
+// flash_wgmma's `config` -> the launcher's enum, refused (naming it, D and the configurations D
+// has) where it does not exist for q's head dim. The table restricts the names; one it allows but
+// the launcher lacks is a bug here.
+FlashWgmmaConfig wgmma_config_of(const char* op, c10::string_view name, const at::Tensor& q) {
+  const int64_t head_dim = q.size(3);
+  for (int i = 0; i < kNumFlashWgmmaConfigs; ++i) {
+    const auto c = static_cast<FlashWgmmaConfig>(i);
+    if (name != flash_wgmma_config_name(c)) continue;
+    if (!flash_wgmma_config_applies(c, head_dim)) {
+      std::string fits;
+      for (int j = 0; j < kNumFlashWgmmaConfigs; ++j) {
+        const auto other = static_cast<FlashWgmmaConfig>(j);
+        if (!flash_wgmma_config_applies(other, head_dim)) continue;
+        if (!fits.empty()) fits += ", ";
+        fits += flash_wgmma_config_name(other);
+      }
+      SK_CHECK_VALUE(false, "solbench_kernels::", op, ": config '", std::string(name),
+                     "' does not apply to head dim D = ", head_dim, " (D = ", head_dim, " takes ",
+                     fits, ")");
+    }
+    return c;
+  }
+  SK_CHECK(false, "solbench_kernels::", op, ": unknown configuration ", std::string(name));
+  return FlashWgmmaConfig::kAuto;
+}
+
 }  // namespace
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
@@ -145,15 +174,20 @@ at::Tensor flash_attention_mma(const at::Tensor& q, const at::Tensor& k, const a
 }
 
 at::Tensor flash_attention_wgmma(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 bool causal, std::optional<double> scale) {
-  return std::get<0>(run("flash_attention_wgmma", Variant::kWgmma, q, k, v, causal, scale, false));
+                                 bool causal, std::optional<double> scale,
+                                 c10::string_view config) {
+  const char* op = "flash_attention_wgmma";
+  return std::get<0>(run(op, Variant::kWgmma, q, k, v, causal, scale, false, 0,
+                         wgmma_config_of(op, config, q)));
 }
 
 at::Tensor flash_attention_wgmma_persistent(const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& v, bool causal,
-                                            std::optional<double> scale) {
-  return std::get<0>(run("flash_attention_wgmma_persistent", Variant::kWgmmaPersistent, q, k, v,
-                         causal, scale, false));
+                                            std::optional<double> scale,
+                                            c10::string_view config) {
+  const char* op = "flash_attention_wgmma_persistent";
+  return std::get<0>(run(op, Variant::kWgmmaPersistent, q, k, v, causal, scale, false, 0,
+                         wgmma_config_of(op, config, q)));
 }
 
 at::Tensor attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

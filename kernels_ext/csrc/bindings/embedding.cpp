@@ -6,9 +6,10 @@
 // call waits for the device to say whether there is one: the price of an error raised at the
 // call, since the indices live on the device. check=false skips the wait (CUDA graphs, hot
 // loops): bad indices then only show as NaN rows. Two ways to wait (check_order):
-//   before (default): a pass over the indices alone, its per-block counts copied into pinned
-//           memory, then the gather; the host waits only for the copy, while the gather runs
-//           (278.8 us against after's 304.5 at 65536 x 4096 bf16 on the H200, results/h200/issue15/).
+//   before (default): a pass over the indices alone, its per-block counts written into pinned
+//           memory, then the gather; the host waits only for the counts, while the gather runs
+//           (278.8 us against after's 304.5 at 65536 x 4096 bf16 on the H200, results/h200/issue15/,
+//           when the counts still went through a copy on the stream).
 //   after:  the gather records bad indices in a two-word status, copied to the host after it;
 //           the call waits for the whole gather, and the device idles until the host's next launch.
 #include <ATen/core/Tensor.h>
@@ -34,17 +35,25 @@ void raise_bad_index(const at::Tensor& table, const at::Tensor& indices, int64_t
                  pos, "] = ", value);
 }
 
-// check_order "before": the index pass and the copy of its counts, queued ahead of the gather; the
-// returned event completes when the counts are in `host`.
-cudaEvent_t queue_index_check(const at::Tensor& indices, int64_t vocab, const at::Tensor& partials,
-                              const at::Tensor& host, cudaStream_t stream) {
-  sk::bind::check_launch(launch_index_check(indices.data_ptr<int64_t>(), indices.numel(), vocab,
-                                            partials.data_ptr<int64_t>(), static_cast<int>(partials.size(0)),
-                                            stream),
+// check_order "before": the index pass, queued ahead of the gather, writing its counts into `host`;
+// the returned event completes when they are there. Pinned memory is mapped into the device's
+// address space (UVA), so the pass writes straight into it and the gather follows the pass at once;
+// where it is not mapped, the counts go to `partials` on the device and a copy follows on the
+// stream, which holds the gather back by the copy's latency.
+cudaEvent_t queue_index_check(const at::Tensor& indices, int64_t vocab, const at::Tensor& host, cudaStream_t stream) {
+  void* mapped = nullptr;
+  const bool direct = cudaHostGetDevicePointer(&mapped, host.data_ptr(), 0) == cudaSuccess;
+  if (!direct) (void)cudaGetLastError();   // not sticky: clear it so later launches report their own
+  at::Tensor partials = direct ? at::Tensor() : at::empty(host.sizes(), indices.options());
+  int64_t* counts = direct ? static_cast<int64_t*>(mapped) : partials.data_ptr<int64_t>();
+  sk::bind::check_launch(launch_index_check(indices.data_ptr<int64_t>(), indices.numel(), vocab, counts,
+                                            static_cast<int>(host.size(0)), stream),
                          "embedding");
-  sk::bind::check_launch(cudaMemcpyAsync(host.data_ptr(), partials.data_ptr(), partials.nbytes(),
-                                         cudaMemcpyDeviceToHost, stream),
-                         "embedding");
+  if (!direct) {
+    sk::bind::check_launch(cudaMemcpyAsync(host.data_ptr(), partials.data_ptr(), partials.nbytes(),
+                                           cudaMemcpyDeviceToHost, stream),
+                           "embedding");
+  }
   cudaEvent_t copied = nullptr;
   sk::bind::check_launch(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "embedding");
   const cudaError_t recorded = cudaEventRecord(copied, stream);
@@ -65,14 +74,13 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool ch
   const bool before = check && check_order == "before";
   const bool after = check && !before;
   const cudaStream_t stream = sk::bind::current_stream();
-  at::Tensor status, partials, host;
+  at::Tensor status, host;
   cudaEvent_t copied = nullptr;
   if (after) status = at::zeros({2}, indices.options());
   if (before) {
     const int blocks = index_check_blocks(indices.numel());
-    partials = at::empty({blocks, 2}, indices.options());
     host = at::empty({blocks, 2}, indices.options().device(at::kCPU).pinned_memory(true));
-    copied = queue_index_check(indices, table.size(0), partials, host, stream);
+    copied = queue_index_check(indices, table.size(0), host, stream);
   }
   const EmbeddingArgs a{sk::bind::dtype_of(table, "embedding", "table"),
                         table.data_ptr(),
@@ -85,7 +93,7 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool ch
                         after ? reinterpret_cast<unsigned long long*>(status.data_ptr<int64_t>()) : nullptr};
   const cudaError_t launched = launch_embedding(a, stream);
   if (before) {
-    // The gather is queued behind the copy: waiting for the copy leaves the device busy.
+    // The gather is queued behind the pass: waiting for the pass's counts leaves the device busy.
     const cudaError_t waited = cudaEventSynchronize(copied);
     cudaEventDestroy(copied);
     sk::bind::check_launch(launched, "embedding");

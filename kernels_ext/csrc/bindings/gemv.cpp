@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 
+#include "../gemm/gemm.h"
 #include "../gemv/gemv.h"
 #include "binding_utils.h"
 
@@ -19,12 +20,33 @@ at::Tensor gemv(const at::Tensor& a, const at::Tensor& x, c10::string_view varia
   if (a.size(1) == 0) return y.zero_();  // empty dot products
   const GemvArgs g{sk::bind::dtype_of(a, "gemv", "a"), a.data_ptr(), x.data_ptr(), y.data_ptr(), a.size(0),
                    a.size(1), batch, a.stride(0), a.size(1)};
-  // auto: the CUDA-core kernel, the variant measured on the H200 (results/h200/dev/families_v1.*);
-  // mma is selected by name until a run shows where it is faster.
-  // mma where its layout conditions hold, else the CUDA-core kernel (as the table's doc says).
-  const bool mma = variant == "mma" && gemv_mma_supports(g);
-  sk::bind::check_launch(mma ? launch_gemv_mma(g, sk::bind::current_stream()) : launch_gemv(g, sk::bind::current_stream()),
-                         "gemv");
+  // decode: the GEMM family's small-M kernel (y = x a^T with the batch as its M), for 16-bit inputs in
+  // whole 16-byte packs and batches of at most 16; elsewhere the CUDA-core kernel. auto, as measured on
+  // the H200 (solbench run --ops gemv, results/h200/issue15/2026-12-02/): rows shorter than 1024 take
+  // mma (K = 128, B = 4: SOL 0.56 against decode's 0.26), batches of 2 and more decode (B = 8, M =
+  // 16384, K = 8192: 0.87 against mma's 0.85 and simt's 0.67), one vector simt (0.91 against 0.86).
+  const bool packed = gemv_mma_supports(g);
+  const bool decode_ok = packed && batch <= gemm::kDecodeMmaMaxM;
+  const bool automatic = variant == "auto";
+  const bool decode = decode_ok && (variant == "decode" || (automatic && batch >= 2 && g.cols >= 1024));
+  const bool mma = packed && (variant == "mma" || (automatic && g.cols < 1024));
+  cudaStream_t stream = sk::bind::current_stream();
+  if (decode) {
+    gemm::MatmulArgs m{};
+    m.a = g.x;
+    m.w = g.a;
+    m.c = g.y;
+    m.m = batch;
+    m.n = g.rows;
+    m.k = g.cols;
+    m.lda = g.ldx;
+    m.ldw = g.lda;
+    m.ldc = g.rows;
+    const gemm::Status st = gemm::launch_gemm_decode_mma(g.dtype, m, stream);
+    SK_CHECK_VALUE(st.ok(), "solbench_kernels::gemv: ", st.message);
+    return y;
+  }
+  sk::bind::check_launch(mma ? launch_gemv_mma(g, stream) : launch_gemv(g, stream), "gemv");
   return y;
 }
 

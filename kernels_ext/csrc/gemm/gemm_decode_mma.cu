@@ -3,8 +3,8 @@
 // N = K = 8192), so the kernel is laid out around HBM, not the tensor cores:
 //   - W never goes through shared memory: every lane streams 16-byte pieces of W rows straight
 //     into registers (tile::ldg_stream_16_if: no L1 allocation, evict-first in L2, a 256-byte
-//     L2 prefetch), kDepth chunks ahead for each of its row groups, so one 512-thread CTA per SM
-//     keeps ~128 KiB of W in flight, each row read in 512-byte runs. (gemm_decode's TMA ring
+//     L2 prefetch), kDepth chunks ahead for each of its row groups, each row read in 256-byte
+//     runs, two 256-thread CTAs per SM keeping 64 KiB of W in flight. (gemm_decode's TMA ring
 //     reads 128-byte pieces of 128 rows per stage and measured 2.98 TB/s on the H200; the
 //     row-streaming gemv kernels reach 3.5-4.0 TB/s.)
 //   - the math is mma.sync m16n8k16 with A = x (16 tokens x k16) and B = W^T (k16 x 8 rows of
@@ -17,12 +17,12 @@
 //     fragment layouts). No shuffles, no ldmatrix, no shared memory in the main loop.
 //   - x (M x K: 256 KiB at M = 16, K = 8192) is re-read by every CTA through L1 (tile::ldg_16_if);
 //     each x fragment serves two n8 row groups. One m16 tile of tokens: M <= 16 (a second tile
-//     would need registers the 512-thread CTA does not have; M = 17..64 is gemm_decode's).
-//   - CTA = 16 warps over 64 rows of W: 4 row warps (16 rows each) x 4 K-splits; the splits'
+//     would need registers the 128-register threads do not have; M = 17..64 is gemm_decode's).
+//   - CTA = 8 warps over 32 rows of W: 2 row warps (16 rows each) x 4 K-splits; the splits'
 //     partial sums are added through shared memory in a fixed order (deterministic) and written
-//     once in the output dtype: N / 64 CTAs, no split across CTAs, no workspace, one kernel.
-//     The registers allow one such CTA per SM, so when N / 64 CTAs would leave more than half
-//     the SMs idle (N = 4096: 64 CTAs), CTAs take 32 rows as 2 row warps x 8 K-splits.
+//     once in the output dtype: N / 32 CTAs, no split across CTAs, no workspace, one kernel.
+//     When N / 32 CTAs would fill under three quarters of the SMs' two slots (N = 4096: 128
+//     CTAs), CTAs take 16 rows as 1 row warp x 8 K-splits. DecodeShape names the layouts.
 // Rows past N read row N - 1 (in bounds) and are not written; tokens past M and k past K are
 // zeros in registers (never loaded). Needs K % 8 == 0 and 16-byte aligned A and W rows.
 #include <cuda_bf16.h>
@@ -39,23 +39,42 @@
 namespace sk::gemm {
 namespace {
 
-constexpr int kThreads = 512;
-constexpr int kGroups = 2;                      // n8 row groups per warp (sharing x fragments)
 constexpr int kChunk = 32;                      // k per chunk: one 16-byte piece per lane per row
 
-// kRowWarps warps side by side over rows (16 rows each), kKSplit over K.
-template <int kRowWarps>
-struct CtaShape {
-  static constexpr int kKSplit = kThreads / 32 / kRowWarps;
-  static constexpr int kRows = kRowWarps * kGroups * 8;   // W rows per CTA: 64 or 32
+// A CTA's layout: kWarps warps, kRowWarps of them side by side over rows (kGroups n8 row groups
+// each, sharing every x fragment), kWarps / kRowWarps over K. In flight per thread: kDepth chunks
+// of W per row group (the HBM stream), kXDepth of x (L1/L2 hits: a short ring suffices).
+// kInterleave: K-split q takes chunks q, q + kKSplit, ... (the splits of a row read neighbouring
+// 64-byte pieces) instead of one contiguous quarter of the row each.
+template <int kWarps_, int kRowWarps_, int kGroups_, int kDepth_, bool kInterleave_ = false>
+struct DecodeShape {
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRowWarps = kRowWarps_;
+  static constexpr int kGroups = kGroups_;
+  static constexpr int kDepth = kDepth_;
+  static constexpr int kXDepth = 2;
+  static constexpr bool kInterleave = kInterleave_;
+  static constexpr int kKSplit = kWarps / kRowWarps;
+  static constexpr int kRows = kRowWarps * kGroups * 8;   // W rows per CTA
+  // One CTA per SM at 512 threads (128 registers), two at 256.
+  static constexpr int kMinBlocks = kThreads >= 512 ? 1 : 2;
+  static_assert(kWarps % kRowWarps == 0, "the warps divide into row warps x K-splits");
+  static_assert(kDepth % kXDepth == 0, "the x ring's slots repeat within the W ring's");
+  static_assert(kKSplit * 16 * kRows * 4 <= 32 * 1024, "the K-split partials fit 32 KiB");
 };
 
-// In flight per thread: kDepth chunks of W per row group (the HBM stream: 8 x 2 x 16 B = 256 B,
-// 128 KiB per CTA), kXDepth chunks of x (L1/L2 hits: a short ring suffices). Sized so the
-// whole thread fits the 128 registers a 512-thread CTA gets (ptxas: 126, no spills).
-constexpr int kDepth = 8;
-constexpr int kXDepth = 2;
-static_assert(kDepth % kXDepth == 0, "the x ring's slots repeat within the W ring's");
+// The library's shapes (scripts/tune/decode_probe.cu and solbench run on the H200,
+// results/h200/issue13/2026-12-01_s6/):
+//  - Rows32: 256-thread CTAs, two per SM, 2 row warps x 4 K-splits, 4 chunks of W in flight per
+//    row group (16 B x 2 groups x 4 = 128 B per thread, 64 KiB per SM). Fewer bytes in flight than
+//    the 512-thread, 8-deep CTA the kernel had first (128 KiB per SM) ran faster: 35.5 against
+//    38.0 us at M = 16, N = K = 8192; 67.1 against 69.5 at N = 16384 (probe).
+//  - Rows16: the same CTA over 16 rows (1 row warp x 8 K-splits), when N / 32 CTAs would fill under
+//    three quarters of the SMs' two slots (N = 4096, K = 14336: 0.95x cuBLAS under solbench run; a
+//    512-thread 32-row CTA of 16 K-splits, faster in the probe, ran 0.91x there).
+using Rows32 = DecodeShape<8, 2, 2, 4>;
+using Rows16 = DecodeShape<8, 1, 2, 4>;
 
 struct DecodeMmaArgs {
   const void* a;
@@ -64,32 +83,36 @@ struct DecodeMmaArgs {
   int m, n, k;
   int64_t lda, ldw, ldc;
   int chunks;     // ceil(K / kChunk)
-  int per_split;  // chunks per K-split
+  int per_split;  // chunks per K-split (contiguous splits)
 };
 
-template <class T, int kRowWarps>
-__global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const DecodeMmaArgs p) {
-  constexpr int D = kDepth;
-  constexpr int XD = kXDepth;
-  constexpr int kKSplit = CtaShape<kRowWarps>::kKSplit;
-  constexpr int kRows = CtaShape<kRowWarps>::kRows;
-  __shared__ float red[kKSplit][16][kRows];   // 16 KiB either way
+template <class T, class S>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_kernel(const DecodeMmaArgs p) {
+  constexpr int D = S::kDepth;
+  constexpr int XD = S::kXDepth;
+  constexpr int G = S::kGroups;
+  constexpr int kKSplit = S::kKSplit;
+  constexpr int kRows = S::kRows;
+  constexpr int kStride = S::kInterleave ? kKSplit : 1;   // chunks between a split's neighbours
+  __shared__ float red[kKSplit][16][kRows];
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
-  const int rw = warp % kRowWarps, q = warp / kRowWarps;
-  const int row0 = static_cast<int>(blockIdx.x) * kRows + rw * kGroups * 8;
-  const int c_begin = min(q * p.per_split, p.chunks);
-  const int c_end = min(c_begin + p.per_split, p.chunks);
+  const int rw = warp % S::kRowWarps, q = warp / S::kRowWarps;
+  const int row0 = static_cast<int>(blockIdx.x) * kRows + rw * G * 8;
+  // This split's chunks: base, base + kStride, ... (n_chunks of them).
+  const int base = S::kInterleave ? q : min(q * p.per_split, p.chunks);
+  const int c_end = S::kInterleave ? p.chunks : min(base + p.per_split, p.chunks);
+  const int n_chunks = S::kInterleave ? (p.chunks - q + kKSplit - 1) / kKSplit : c_end - base;
   const int kofs = 8 * t;   // this lane's first element within a chunk
 
-  // Row pointers at this lane's piece of chunk c_begin, advanced by D chunks per round.
-  const T* wp[kGroups];
+  // Row pointers at this lane's piece of chunk `base`, advanced by D chunks of the split per round.
+  const T* wp[G];
 #pragma unroll
-  for (int r = 0; r < kGroups; ++r) {
+  for (int r = 0; r < G; ++r) {
     const int row = min(row0 + 8 * r + g, p.n - 1);
     wp[r] = static_cast<const T*>(p.w) + static_cast<int64_t>(row) * p.ldw +
-            static_cast<int64_t>(c_begin) * kChunk + kofs;
+            static_cast<int64_t>(base) * kChunk + kofs;
   }
   const T* xp[2];    // x rows g and g + 8 (tokens)
   bool xlive[2];
@@ -98,32 +121,32 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const Deco
     const int token = 8 * h + g;
     xlive[h] = token < p.m;
     xp[h] = static_cast<const T*>(p.a) + static_cast<int64_t>(xlive[h] ? token : 0) * p.lda +
-            static_cast<int64_t>(c_begin) * kChunk + kofs;
+            static_cast<int64_t>(base) * kChunk + kofs;
   }
-  // This lane's piece of chunk c_begin + i exists when it starts before the split's end and
-  // before K (K % 8 == 0: a piece is wholly in or wholly out): i * kChunk < lim.
-  const int lim = min(c_end * kChunk, p.k) - c_begin * kChunk - kofs;
+  // This lane's piece of the split's chunk i exists when it starts before the split's end and
+  // before K (K % 8 == 0: a piece is wholly in or wholly out): i * kStride * kChunk < lim.
+  const int lim = min(c_end * kChunk, p.k) - base * kChunk - kofs;
   const uint64_t once = tile::l2_policy_evict_first();
-  // Chunk i (counted from c_begin), at offset j from the pointers' current chunk: offsets are
-  // compile-time constants, so every load is [base + immediate].
-  auto load_w = [&](uint4 (&dst)[kGroups], int i, int j) {
-    const bool ok = i * kChunk < lim;
+  // The split's chunk i, at offset j (chunks of the split) from the pointers' current chunk:
+  // offsets are compile-time constants, so every load is [base + immediate].
+  auto load_w = [&](uint4 (&dst)[G], int i, int j) {
+    const bool ok = i * kStride * kChunk < lim;
 #pragma unroll
-    for (int r = 0; r < kGroups; ++r) dst[r] = tile::ldg_stream_16_if(wp[r] + j * kChunk, once, ok);
+    for (int r = 0; r < G; ++r) dst[r] = tile::ldg_stream_16_if(wp[r] + j * kStride * kChunk, once, ok);
   };
   auto load_x = [&](uint4 (&dst)[2], int i, int j) {
-    const bool ok = i * kChunk < lim;
+    const bool ok = i * kStride * kChunk < lim;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) dst[h] = tile::ldg_16_if(xp[h] + j * kChunk, ok && xlive[h]);
+    for (int h = 0; h < 2; ++h) dst[h] = tile::ldg_16_if(xp[h] + j * kStride * kChunk, ok && xlive[h]);
   };
 
-  float acc[kGroups][4];
+  float acc[G][4];
 #pragma unroll
-  for (int r = 0; r < kGroups; ++r) {
+  for (int r = 0; r < G; ++r) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
   }
-  uint4 wq[D][kGroups];
+  uint4 wq[D][G];
   uint4 xq[XD][2];
 #pragma unroll
   for (int u = 0; u < D; ++u) load_w(wq[u], u, u);
@@ -132,7 +155,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const Deco
 
   // Chunk i0 + u sits in W slot u and x slot u % XD; once used, a slot is refilled with the
   // chunk D (XD) further on. Slots past the split hold zeros: the last round needs no tests.
-  const int n_chunks = c_end - c_begin;
   for (int i0 = 0; i0 < n_chunks; i0 += D) {
 #pragma unroll
     for (int u = 0; u < D; ++u) {
@@ -143,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const Deco
         const uint32_t a[4] = {s == 0 ? xg.x : xg.z, s == 0 ? xg8.x : xg8.z,
                                s == 0 ? xg.y : xg.w, s == 0 ? xg8.y : xg8.w};
 #pragma unroll
-        for (int r = 0; r < kGroups; ++r) {
+        for (int r = 0; r < G; ++r) {
           const uint4& wv = wq[u][r];
           const uint32_t b[2] = {s == 0 ? wv.x : wv.z, s == 0 ? wv.y : wv.w};
           tile::mma_m16n8k16<T>(acc[r], a, b);
@@ -153,16 +175,16 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const Deco
       load_x(xq[u % XD], i0 + u + XD, u + XD);
     }
 #pragma unroll
-    for (int r = 0; r < kGroups; ++r) wp[r] += D * kChunk;
-    xp[0] += D * kChunk;
-    xp[1] += D * kChunk;
+    for (int r = 0; r < G; ++r) wp[r] += D * kStride * kChunk;
+    xp[0] += D * kStride * kChunk;
+    xp[1] += D * kStride * kChunk;
   }
 
   // D fragment: acc[r][0..1] = (token g, rows 2t, 2t + 1 of group r), acc[r][2..3] = token
   // g + 8. Partials by K-split, then summed in split order.
 #pragma unroll
-  for (int r = 0; r < kGroups; ++r) {
-    const int rl = rw * kGroups * 8 + 8 * r + 2 * t;
+  for (int r = 0; r < G; ++r) {
+    const int rl = rw * G * 8 + 8 * r + 2 * t;
     red[q][g][rl] = acc[r][0];
     red[q][g][rl + 1] = acc[r][1];
     red[q][g + 8][rl] = acc[r][2];
@@ -170,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const Deco
   }
   __syncthreads();
   T* c = static_cast<T*>(p.c);
-  for (int e = static_cast<int>(threadIdx.x); e < 16 * kRows; e += kThreads) {
+  for (int e = static_cast<int>(threadIdx.x); e < 16 * kRows; e += S::kThreads) {
     const int token = e / kRows, rl = e % kRows;
     const int n = static_cast<int>(blockIdx.x) * kRows + rl;
     if (token >= p.m || n >= p.n) continue;
@@ -181,10 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_decode_mma_kernel(const Deco
   }
 }
 
-template <class T, int kRowWarps>
+template <class T, class S>
 Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream) {
-  constexpr int kKSplit = CtaShape<kRowWarps>::kKSplit;
-  constexpr int kRows = CtaShape<kRowWarps>::kRows;
   DecodeMmaArgs p{};
   p.a = g.a;
   p.w = g.w;
@@ -196,18 +216,18 @@ Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream) {
   p.ldw = g.ldw;
   p.ldc = g.ldc;
   p.chunks = static_cast<int>((g.k + kChunk - 1) / kChunk);
-  p.per_split = (p.chunks + kKSplit - 1) / kKSplit;
-  const int64_t blocks = (g.n + kRows - 1) / kRows;
-  gemm_decode_mma_kernel<T, kRowWarps><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
+  const int64_t blocks = (g.n + S::kRows - 1) / S::kRows;
+  gemm_decode_mma_kernel<T, S><<<static_cast<unsigned>(blocks), S::kThreads, 0, stream>>>(p);
   return from_cuda(cudaGetLastError(), "launching gemm_decode_mma");
 }
 
-// 64-row CTAs unless they would leave more than half the SMs without one.
+// 32-row CTAs unless they would fill under three quarters of the SMs' two CTA slots.
 template <class T>
 Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream) {
   const int sms = sm_count();
-  if (sms > 0 && (g.n + 63) / 64 <= sms / 2) return run_decode_mma<T, 2>(g, stream);
-  return run_decode_mma<T, 4>(g, stream);
+  if (sms > 0 && (g.n + 31) / 32 < (2 * sms * 3) / 4) return run_decode_mma<T, Rows16>(g, stream);
+  return run_decode_mma<T, Rows32>(g, stream);
 }
 
 }  // namespace
