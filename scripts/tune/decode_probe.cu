@@ -24,30 +24,12 @@
 #include <vector>
 
 #include "../../kernels_ext/csrc/gemm/gemm_decode_mma.cu"
+#include "bench_common.cuh"
 #include "../../kernels_ext/csrc/gemv/gemv.h"
 
 int sk::gemm::device_capability() { return 90; }
 
 namespace probe {
-
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-__global__ void fill(__nv_bfloat16* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    p[i] = __float2bfloat16(((h & 0xffffff) / 16777216.0f) * 2.0f - 1.0f);
-  }
-}
 
 // A read of `n` 16-byte packs, summed so nothing is optimised away.
 __global__ void read_all(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
@@ -93,26 +75,8 @@ struct Bufs {
 
 template <class F>
 float median_us(const Bufs& b, F&& launch, int reps) {
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    read_all<<<132 * 8, 512>>>(b.flush, b.flush_packs, b.sink);
-    CHECK(cudaEventRecord(e0));
-    launch();
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.0f);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return t[t.size() / 2];
+  auto flush = [&] { read_all<<<132 * 8, 512>>>(b.flush, b.flush_packs, b.sink); };
+  return 1000.0f * tune_common::median_ms(flush, launch, reps);
 }
 
 FILE* g_out = nullptr;
@@ -168,8 +132,8 @@ void run_case(const Case& cs, const Bufs& b, int reps) {
   CHECK(cudaMalloc(&w, N * K * 2));
   CHECK(cudaMalloc(&c, M * N * 2));
   CHECK(cudaMalloc(&ref, M * N * 2));
-  fill<<<1024, 256>>>(a, M * K, 1);
-  fill<<<1024, 256>>>(w, N * K, 2);
+  tune_common::fill<<<1024, 256>>>(a, M * K, 1, -1.0f, 1.0f);
+  tune_common::fill<<<1024, 256>>>(w, N * K, 2, -1.0f, 1.0f);
   CHECK(cudaDeviceSynchronize());
   const double bytes = double(N) * K * 2 + double(M) * K * 2 + double(M) * N * 2;
   reference<<<static_cast<unsigned>((M * N + 255) / 256), 256>>>(a, w, ref, cs.m, cs.n, cs.k);

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_common.cuh"
 #include "../../kernels_ext/csrc/activation/activation.cu"
 #include "../../kernels_ext/csrc/elementwise/elementwise.cu"
 #include "../../kernels_ext/csrc/layernorm/layernorm.cu"
@@ -25,28 +26,15 @@ namespace tune {
 
 using namespace sk;
 
-#define CHECK(x)                                                            \
-  do {                                                                      \
-    cudaError_t e_ = (x);                                                   \
-    if (e_ != cudaSuccess) {                                                \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                         \
-    }                                                                       \
-  } while (0)
-
 struct Identity {
   template <bool kLow>
   __device__ __forceinline__ static float apply(float x) { return x; }
 };
 
+// Values in [-4, 4).
 template <typename T>
-__global__ void fill(T* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    p[i] = from_float<T>(((h & 0xffffff) / 16777216.0f) * 8.0f - 4.0f);
-  }
+void fill(T* p, int64_t n, uint32_t seed, int blocks) {
+  tune_common::fill<T><<<blocks, 256>>>(p, n, seed, -4.0f, 4.0f);
 }
 
 FILE* g_out = nullptr;  // the bench's one output file, set once in main
@@ -54,26 +42,7 @@ FILE* g_out = nullptr;  // the bench's one output file, set once in main
 // Median of reps single-launch times (ms), after warmups.
 template <class F>
 float time_ms(F&& launch, int reps) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
-  CHECK(cudaGetLastError());
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[t.size() / 2];
+  return tune_common::median_ms([] {}, launch, reps);
 }
 
 void report(const char* op, const char* dtype, long rows, long cols, const char* variant,
@@ -198,16 +167,16 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&buf.out, n * 4));
   CHECK(cudaMalloc(&buf.w, 8192 * 4));
   CHECK(cudaMalloc(&buf.bias, 8192 * 4));
-  fill<float><<<1024, 256>>>((float*)buf.a, n, 1);
-  fill<float><<<1024, 256>>>((float*)buf.b, n, 2);
-  fill<float><<<32, 256>>>((float*)buf.w, 8192, 3);
-  fill<float><<<32, 256>>>((float*)buf.bias, 8192, 4);
+  fill<float>((float*)buf.a, n, 1, 1024);
+  fill<float>((float*)buf.b, n, 2, 1024);
+  fill<float>((float*)buf.w, 8192, 3, 32);
+  fill<float>((float*)buf.bias, 8192, 4, 32);
   CHECK(cudaDeviceSynchronize());
   bench_all<f32x4>(buf, 15, 50);
-  fill<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16*)buf.a, n, 1);
-  fill<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16*)buf.b, n, 2);
-  fill<__nv_bfloat16><<<32, 256>>>((__nv_bfloat16*)buf.w, 8192, 3);
-  fill<__nv_bfloat16><<<32, 256>>>((__nv_bfloat16*)buf.bias, 8192, 4);
+  fill<__nv_bfloat16>((__nv_bfloat16*)buf.a, n, 1, 1024);
+  fill<__nv_bfloat16>((__nv_bfloat16*)buf.b, n, 2, 1024);
+  fill<__nv_bfloat16>((__nv_bfloat16*)buf.w, 8192, 3, 32);
+  fill<__nv_bfloat16>((__nv_bfloat16*)buf.bias, 8192, 4, 32);
   CHECK(cudaDeviceSynchronize());
   bench_all<bf16x8>(buf, 15, 50);
   if (g_out) std::fclose(g_out);

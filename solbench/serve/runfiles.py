@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from solbench.errors import UserError
 from solbench.jsonio import write_json_atomic
 from solbench.runrequest import RunRequest
-from solbench.serve.runs import MAX_KEPT, MakeConfig, Planner, RunJob, RunQueueFull, execute
+from solbench.serve.runs import MAX_KEPT, MakeConfig, Planner, RunJob, RunQueueFull, execute, run_to_end
 from solbench.spec import OpSpec
 
 _ID = re.compile(r"^[0-9a-f]{16}$")     # secrets.token_hex(8): anything else never reaches the file system
@@ -124,19 +123,16 @@ class DiskRunService:
                 last_write[0] = time.monotonic()
                 save(self.folder, j)
 
-        try:
+        def work() -> None:
             prepared = self.plan(job.request)       # the submitting front end's plan stayed there
             job.total = prepared.total
             # The front ends publish their op counts every 0.1 s: the count at the end waits for that,
             # so requests answered in the run's last moments are counted too.
             execute(job, prepared, _counted_after(self.served, PUBLISH_WAIT_S), self.out_dir, progress)
-            job.state = "done"
-        except UserError as exc:
-            job.state, job.error = "failed", str(exc)
-        except Exception as exc:  # a bug or a broken environment: the job says so, the server carries on
-            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+
+        try:
+            run_to_end(job, work)
         finally:
-            job.finished = time.time()
             save(self.folder, job)
             _forget_old(self.folder)
 

@@ -152,20 +152,26 @@ class RunService:
                     return
                 job = self._queue.popleft()
                 job.state, job.started = "running", time.time()
-            try:
-                self._execute(job)
-                job.state = "done"
-            except UserError as exc:
-                job.state, job.error = "failed", str(exc)
-            except Exception as exc:  # a bug or a broken environment: the job says so, the server carries on
-                job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
-            finally:
-                job.finished = time.time()
-                job.prepared = None     # let the plan and its executor go
+            run_to_end(job, lambda: self._execute(job))
+            job.prepared = None     # let the plan and its executor go
 
     def _execute(self, job: RunJob) -> None:
         assert job.prepared is not None
         execute(job, job.prepared, self.served, self.out_dir)
+
+
+def run_to_end(job: RunJob, work: Callable[[], None]) -> None:
+    """`work()`, then the job done, or failed with the error's message; never raises: a run that fails
+    (a bad request found late, a bug, a broken environment) says so and the server carries on."""
+    try:
+        work()
+        job.state = "done"
+    except UserError as exc:
+        job.state, job.error = "failed", str(exc)
+    except Exception as exc:
+        job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        job.finished = time.time()
 
 
 def execute(job: RunJob, prepared: pipeline.Prepared, served: Callable[[], int], out_dir: Path,
