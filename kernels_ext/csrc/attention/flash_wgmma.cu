@@ -262,8 +262,7 @@ __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& s
   const int warp = t128 / 32;
   const int lane = t128 % 32;
   const int own_turn = kSchedBarrier + cw;
-  const int next_turn =
-      kSchedBarrier + (C::kConsumers == 2 ? 1 - cw : (cw + 1 == C::kConsumers ? 0 : cw + 1));
+  const int next_turn = kSchedBarrier + (cw + 1) % C::kConsumers;
   // This thread's rows: row0 and row0 + 8.
   const int row0 = w.row_base + 64 * cw + 16 * warp + (lane >> 2);
   // Key tiles every row of this warpgroup sees whole (split mode: position 0 sees the fewest).
