@@ -141,7 +141,6 @@ def test_specs_name_the_variants_with_per_call_dtypes():
     assert impls["fp8_wgmma"].dtypes == ("float8_e4m3fn",)
     assert impls["sgemm_fp32"].dtypes == ("float32",)
     assert impls["sgemm_fp32_bk32"].kwargs == {"config": "bk32"}
-    assert impls["sgemm_fp32_ldg"].kwargs == {"config": "ldg"}
     assert impls["hgemm_mma_bk64"].kwargs == {"config": "bk64"}
     compiled = next(c for c in gemm.baselines if c.name == "compiled")
     assert compiled.compile and compiled.compile_options["mode"] == "max-autotune-no-cudagraphs"  # graphs reuse outputs
@@ -183,11 +182,9 @@ def test_bench_summary_lists_timings_and_failures_only():
     assert "1x256x512" in table and "NO" in table
 
 
-@pytest.mark.parametrize("check", ["check_decode_mma", "check_sgemm_loaders", "check_sgemm_ldg",
-                                   "check_mma_interior_copies"])
+@pytest.mark.parametrize("check", ["check_decode_mma", "check_sgemm_loaders", "check_mma_interior_copies"])
 def test_index_models_of_the_round2_kernels_match_numpy(check):
-    # Lane-level models of gemm_decode_mma's fragments and rings, sgemm's bk32 copies, the whole
-    # sgemm ldg kernel (ring, barriers, banks) and gemm_mma's bk64 interior copies (they follow
-    # the C++ line by line; see the module doc).
+    # Lane-level models of gemm_decode_mma's fragments and rings, sgemm's bk32 copies and
+    # gemm_mma's bk64 interior copies (they follow the C++ line by line; see the module doc).
     models = _load_script("gemm_index_models")
     getattr(models, check)()

@@ -9,10 +9,6 @@ get wrong, by following their C++ line by line (same names, same arithmetic):
     register rings with their zero-filled tails, the K-split reduction, the library's CTA shapes and an interleaved one;
   - sgemm_fp32 Loader32 (sgemm_fp32.cu): every [k][row] slot of a stage written once with the
     right element or zero, on the unpredicated interior path and the predicated one;
-  - sgemm_fp32 ldg (sgemm_fp32.cu, added later, the same way): the whole kernel's index maps --
-    staged 16-byte loads, transposing stores, two-stage ring, warp-tiled fragments, epilogue --
-    against a @ w.T, with no slot written and read between the same two barriers and every
-    warp's shared-memory access one conflict-free wavefront;
   - hgemm_mma bk64 InteriorCopies (hgemm_mma.cu): the same 16-byte chunks at the same swizzled
     offsets as the general loader.
 The models say nothing about timing, and a model can share a misreading of the PTX with the
@@ -216,148 +212,6 @@ def check_sgemm_loaders() -> None:
                         sgemm_stage(bk, a, w, m0, n0, kt)
 
 
-# ------------------------------------------------------------------------- sgemm ldg
-
-LDG_BK, LDG_STAGE = 16, 2 * 16 * SG_PITCH
-
-
-def grouped_tile(b: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
-    per_group = group * tiles_n
-    g = b // per_group
-    first = g * group
-    rows = min(tiles_m - first, group)
-    local = b - g * per_group
-    return first + local % rows, local // rows
-
-
-def _banks_distinct(words: np.ndarray) -> bool:
-    return len(set((words % 32).tolist())) == len(set(words.tolist()))
-
-
-def sgemm_ldg(a_mat: np.ndarray, w_mat: np.ndarray) -> np.ndarray:
-    """sgemm_fp32_ldg_kernel (sgemm_fp32.cu) for contiguous A, W, C, all 256 threads of a block in
-    lock-step (numpy over the thread index), one block after another. Shared memory starts as NaN;
-    between two barriers no slot may be both written and read (that would be a race), and every
-    warp's st.shared and fragment read must be one conflict-free wavefront."""
-    m, k = a_mat.shape
-    n = w_mat.shape[0]
-    assert k % 4 == 0, "ldg::fits: K % 4 == 0"
-    af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
-    bk, pitch = LDG_BK, SG_PITCH
-    tiles_m, tiles_n = (m + 127) // 128, (n + 127) // 128
-    num_kt = (k + bk - 1) // bk
-    c = np.full((m, n), np.nan)
-    tid = np.arange(256)
-    lane, warp = tid % 32, tid // 32
-    kq = lane // 16 + 2 * (warp % 2)
-    lrow = lane % 16 + 16 * (warp // 2)
-    st_off = 4 * kq * pitch + lrow
-    ly, lx = lane // 8, lane % 8
-    fa_off = 32 * (warp // 2) + 4 * ly
-    fw_off = bk * pitch + 64 * (warp % 2) + 4 * lx
-    for blk in range(tiles_m * tiles_n):
-        tm, tn = grouped_tile(blk, tiles_m, tiles_n, 8)
-        m0, n0 = tm * 128, tn * 128
-        ptr = {"a": np.minimum(m0 + lrow, m - 1) * k + 4 * kq, "w": np.minimum(n0 + lrow, n - 1) * k + 4 * kq}
-        flat = {"a": af, "w": wf}
-        smem = np.full(2 * LDG_STAGE, np.nan)
-        wrote = np.zeros(smem.size, dtype=bool)
-        read = np.zeros(smem.size, dtype=bool)
-        staged = [np.zeros((256, 4)), np.zeros((256, 4))]
-
-        def load(op: str, rows_left: int, kt: int, live: bool) -> None:
-            g = ptr[op]
-            in_k = live & (kt * bk + 4 * kq < k)
-            for i, pred in enumerate((in_k & (lrow < rows_left), in_k & (lrow + 64 < rows_left))):
-                src = g + 64 * k * i
-                assert (src[pred] >= 0).all() and (src[pred] + 4 <= flat[op].size).all(), "load out of bounds"
-                v = np.zeros((256, 4))
-                v[pred] = flat[op][src[pred][:, None] + np.arange(4)]
-                staged[i] = v
-            ptr[op] = g + bk
-
-        def store(base: int) -> None:
-            for i in range(2):
-                for j in range(4):
-                    addr = base + st_off + 64 * i + j * pitch
-                    for wp in range(8):
-                        assert _banks_distinct(addr[warp == wp]), f"st.shared bank conflict (i={i}, j={j})"
-                    assert not wrote[addr].any() and len(set(addr.tolist())) == 256, "slot written twice"
-                    smem[addr] = staged[i][:, j]
-                    wrote[addr] = True
-
-        def frag(base: int, kk: int) -> tuple[np.ndarray, np.ndarray]:
-            s = base + kk * pitch
-            out = []
-            for off, step in ((fa_off, 16), (fw_off, 32)):
-                parts = []
-                for h in range(2):
-                    addr = s + off + step * h
-                    assert (addr % 4 == 0).all(), "misaligned float4 read"
-                    for wp in range(8):
-                        uniq = np.unique(addr[warp == wp])
-                        words = (uniq[:, None] + np.arange(4)).reshape(-1)
-                        assert words.size <= 32 and _banks_distinct(words), "fragment read over one wavefront"
-                    words = addr[:, None] + np.arange(4)
-                    read[words] = True
-                    parts.append(smem[words])
-                out.append(np.concatenate(parts, axis=1))
-            return out[0], out[1]
-
-        def barrier() -> None:
-            assert not (wrote & read).any(), "a slot written and read between the same two barriers"
-            wrote[:] = False
-            read[:] = False
-
-        acc = np.zeros((256, 8, 8))
-        load("a", m - m0, 0, True)
-        store(0)
-        load("w", n - n0, 0, True)
-        store(bk * pitch)
-        barrier()
-        fa, fw = [None, None], [None, None]
-        fa[0], fw[0] = frag(0, 0)
-        for kt in range(num_kt):
-            cur = kt % 2      # tile_step(integral_constant<cur>) over pairs of tiles
-            stage, nxt = cur * LDG_STAGE, (1 - cur) * LDG_STAGE
-            more = kt + 1 < num_kt
-            for kk in range(bk):
-                if kk == 0:
-                    load("a", m - m0, kt + 1, more)
-                if kk == bk // 2 - 1:
-                    store(nxt)
-                if kk == bk // 2:
-                    load("w", n - n0, kt + 1, more)
-                if kk == bk - 1:
-                    store(nxt + bk * pitch)
-                    barrier()
-                    fa[0], fw[0] = frag(nxt, 0)
-                else:
-                    fa[(kk + 1) % 2], fw[(kk + 1) % 2] = frag(stage, kk + 1)
-                acc += fa[kk % 2][:, :, None] * fw[kk % 2][:, None, :]
-        for i in range(8):
-            row = m0 + 32 * (warp // 2) + 4 * ly + (i if i < 4 else 16 + i - 4)
-            for h in range(2):
-                col = n0 + 64 * (warp % 2) + 32 * h + 4 * lx
-                for q in range(4):
-                    ok = (row < m) & (col + q < n)
-                    assert np.isnan(c[row[ok], col[ok] + q]).all(), "C element written twice"
-                    c[row[ok], col[ok] + q] = acc[ok, i, 4 * h + q]
-    return c
-
-
-def check_sgemm_ldg() -> None:
-    rng = np.random.default_rng(2)
-    # edges in M and N (rows past lrow + 64 only, rows past lrow too), K tails of 4, 8 and 12 in
-    # the last 16-k tile, one tile (K = 4, 16), an odd and an even number of tiles, 2-D tile grids
-    for m, n, k in ((1, 40, 4100), (33, 200, 264), (100, 130, 200), (256, 128, 16), (129, 257, 4),
-                    (300, 260, 72), (5, 7, 12), (128, 384, 32)):
-        a, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-        out = sgemm_ldg(a, w)
-        err = np.abs(out - a @ w.T).max()
-        assert err < 1e-9, f"sgemm ldg model {m}x{n}x{k}: error {err}"
-
-
 # ------------------------------------------------------------------------- hgemm_mma bk64
 
 def swizzle(off: int, width: int) -> int:
@@ -394,7 +248,7 @@ def check_mma_interior_copies() -> None:
 
 
 def main() -> int:
-    checks = (check_decode_mma, check_sgemm_loaders, check_sgemm_ldg, check_mma_interior_copies)
+    checks = (check_decode_mma, check_sgemm_loaders, check_mma_interior_copies)
     for check in checks:
         check()
         print(f"ok  {check.__name__}")

@@ -80,56 +80,13 @@ def test_gemm_picks_a_correct_variant(m, n, k, dtype):
 INTERIOR = [(256, 512, 512), (384, 768, 200), (128, 256, 64), (256, 256, 4104)]
 
 
-@pytest.mark.parametrize("config", ["auto", "bk16", "bk32", "ldg"])
+@pytest.mark.parametrize("config", ["auto", "bk16", "bk32"])
 @pytest.mark.parametrize("m,n,k", ODD + INTERIOR + [(1000, 1000, 4100), (3, 5, 7)])
 def test_sgemm_configs(m, n, k, config):
     a, w = rand((m, k), torch.float32, 37), rand((n, k), torch.float32, 38)
     poison((m, n), torch.float32)
     out = kernels_ext.sgemm(a, w, config)
     assert_normwise(out, reference(a, w), TOL[torch.float32], f"sgemm[{config}] {m}x{n}x{k}")
-
-
-# sgemm config=ldg: M edges (1, 33, 100: rows past lrow + 64 only), N = 1000, K tails of 4, 8, 12 in
-# the last 16-k tile (4100, 200, 12), one k-tile (16), odd and even tile counts; K % 4 != 0 (4099,
-# 7) runs bk32.
-LDG_SHAPES = [(1, 1000, 4100), (33, 1000, 4100), (1000, 1000, 4100), (100, 1000, 200), (1000, 1000, 4099),
-              (33, 1000, 4099), (128, 128, 16), (256, 384, 12), (5, 7, 7), (1024, 1024, 1024)]
-
-
-@pytest.mark.parametrize("m,n,k", LDG_SHAPES)
-def test_sgemm_ldg_edges(m, n, k):
-    a, w = rand((m, k), torch.float32, 39), rand((n, k), torch.float32, 40)
-    poison((m, n), torch.float32)
-    out = kernels_ext.sgemm(a, w, "ldg")
-    assert_normwise(out, reference(a, w), TOL[torch.float32], f"sgemm[ldg] {m}x{n}x{k}")
-
-
-@pytest.mark.parametrize("m,n,k", [(1000, 1000, 4100), (33, 1000, 264), (256, 512, 512), (129, 264, 4104)])
-def test_sgemm_ldg_sums_in_the_order_of_bk32(m, n, k):
-    """Both run one fmaf per k in increasing k from zero (zeros past K add nothing), so ldg's output
-    must equal bk32's bit for bit: any misplaced element shows, however small."""
-    a, w = rand((m, k), torch.float32, 41), rand((n, k), torch.float32, 42)
-    assert torch.equal(kernels_ext.sgemm(a, w, "ldg"), kernels_ext.sgemm(a, w, "bk32")), f"{m}x{n}x{k}"
-
-
-@pytest.mark.parametrize("operand", ["a", "w", "both"])
-def test_sgemm_ldg_unaligned_operands_take_the_bk32_path(operand):
-    """A contiguous tensor starting one element into its storage is 4 bytes off 16-byte alignment:
-    no float4 loads; the launcher runs bk32 instead, which must be just as correct."""
-    m, n, k = 129, 1000, 4100
-
-    def offset_by_one(rows, seed):
-        flat = rand((rows * k + 1,), torch.float32, seed)
-        t = flat[1:].view(rows, k)
-        assert t.is_contiguous() and t.data_ptr() % 16 != 0
-        return t
-
-    a = offset_by_one(m, 43) if operand in ("a", "both") else rand((m, k), torch.float32, 43)
-    w = offset_by_one(n, 44) if operand in ("w", "both") else rand((n, k), torch.float32, 44)
-    poison((m, n), torch.float32)
-    out = kernels_ext.sgemm(a, w, "ldg")
-    assert_normwise(out, reference(a, w), TOL[torch.float32], f"sgemm[ldg] unaligned {operand}")
-    assert torch.equal(out, kernels_ext.sgemm(a, w, "bk32"))
 
 
 @pytest.mark.parametrize("config", ["auto", "bk32", "bk64"])

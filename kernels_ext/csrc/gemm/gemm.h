@@ -97,12 +97,10 @@ constexpr int64_t kDecodeMmaMaxM = 16;
 const char* pick_gemm_variant(DType dt, const MatmulArgs& args);
 Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream);
 
-// sgemm loaders (sgemm_fp32.cu): bk16 (16-k tiles, the measured one), bk32 (32-k tiles,
-// unpredicated copies for interior tiles) and ldg (16-byte global loads staged in registers,
-// two stages; K % 4 != 0 or unaligned operands run bk32); kAuto runs bk32 (0.85x cuBLAS fp32 vs
-// 0.82x on the H200; ldg not measured yet).
-enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2, kLdg = 3 };
-constexpr int kNumSgemmConfigs = 4;
+// sgemm loaders (sgemm_fp32.cu): bk16 (16-k tiles, the measured one) and bk32 (32-k tiles,
+// unpredicated copies for interior tiles); kAuto runs bk32 (0.85x cuBLAS fp32 vs 0.82x on the H200).
+enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2 };
+constexpr int kNumSgemmConfigs = 3;
 const char* sgemm_config_name(SgemmConfig c);
 
 Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream,
