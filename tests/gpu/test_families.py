@@ -157,7 +157,7 @@ def test_transpose_is_exact_in_every_tile_order(shape, band, variant):
 
 # ----------------------------------------------------------------------------- cross-entropy
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-# 20000 and 9000 rows: one row per block, and the finishing block's steps of 8 x 1024 rows, the last one partial.
+# 20000 and 9000 rows: one row per block, many rows into one total; 8 and 64 rows: rows split into chunks.
 @pytest.mark.parametrize("n, v", [(1, 1), (3, 7), (1000, 4096), (129, 50257), (8, 262144), (64, 262147), (20000, 64),
                                   (9000, 300)], ids=str)
 def test_cross_entropy_against_float64(dtype, n, v):
@@ -194,6 +194,145 @@ def test_cross_entropy_edge_cases():
         kernels_ext.cross_entropy(logits, tgt.int())
     with pytest.raises(ValueError, match="reduction"):
         kernels_ext.cross_entropy(logits, tgt, -100, "none")
+
+
+def ce_inputs(n, v, dtype=torch.float32, seed=0, ignored=0.2):
+    """Logits and targets with about `ignored` of the rows ignored (-100); row 0 always counts."""
+    logits = rand(n, v, dtype=dtype, seed=seed, scale=2.0)
+    tgt = torch.randint(0, v, (n,), device=DEV, generator=g(seed + 1))
+    tgt = torch.where(torch.rand(n, device=DEV, generator=g(seed + 2)) < ignored, torch.full_like(tgt, -100), tgt)
+    tgt[0] = v // 2
+    return logits, tgt
+
+
+def exact_totals(logits, tgt):
+    """(sum, mean) of the kernel's own row losses over the counted rows, each rounded once from the
+    exact sum (math.fsum) to fp32: what the fused reduction must give, bit for bit."""
+    rows = kernels_ext.cross_entropy_rows(logits, tgt)
+    counted = tgt != -100
+    exact = math.fsum(rows[counted].double().tolist())
+    count = int(counted.sum())
+    total = torch.tensor([exact, exact / count if count else math.nan], dtype=torch.float64, device=DEV).float()
+    return total[0], total[1]
+
+
+# One row per block (V = 300) and, below two waves of rows (~2k on an H200), rows split into chunks
+# (V = 65536; 2111 x 4096 splits fp32 rows in two); odd counts leave the last chunks and waves partial.
+CE_ROW_COUNTS = [(1, 300), (7, 300), (33, 300), (1000, 300), (9000, 300), (20000, 300),
+                 (1, 65536), (7, 65536), (33, 65536), (1000, 65536), (2111, 4096)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n, v", CE_ROW_COUNTS, ids=str)
+def test_cross_entropy_mean_and_sum_are_the_exact_sum_of_the_row_losses(n, v, dtype):
+    """One launch finishes the reduction: the exact sum of the fp32 row losses, rounded once, the same
+    bits every call, within fp32 noise of the float64 reference."""
+    logits, tgt = ce_inputs(n, v, dtype, seed=50)
+    want = dict(zip(("sum", "mean"), exact_totals(logits, tgt)))
+    for red in ("sum", "mean"):
+        out = kernels_ext.cross_entropy(logits, tgt, -100, red)
+        assert out.shape == () and out.dtype == torch.float32
+        assert_same_bits(out, want[red], what=f"{red} against fsum of the rows")
+        assert_same_bits(kernels_ext.cross_entropy(logits, tgt, -100, red), out, what=f"{red}, second call")
+        assert_within(out, L.cross_entropy_reference(logits.double(), tgt, reduction=red), atol=1e-5, rtol=2e-5,
+                      what=red)
+
+
+@pytest.mark.parametrize("n, v", [(1, 300), (33, 300), (9000, 300), (7, 65536)], ids=str)
+def test_cross_entropy_with_every_row_ignored_matches_pytorch(n, v):
+    """The mean of no rows is NaN and their sum 0, as F.cross_entropy gives; the next call counts afresh."""
+    logits = rand(n, v, seed=51)
+    tgt = torch.full((n,), -100, device=DEV, dtype=torch.int64)
+    assert bool(kernels_ext.cross_entropy(logits, tgt).isnan()) and bool(F.cross_entropy(logits, tgt).isnan())
+    total = kernels_ext.cross_entropy(logits, tgt, -100, "sum")
+    assert float(total) == float(F.cross_entropy(logits, tgt, reduction="sum")) == 0.0
+    tgt[n // 2] = 5
+    ref = F.cross_entropy(logits.double(), tgt)
+    assert float(kernels_ext.cross_entropy(logits, tgt)) == pytest.approx(float(ref), rel=2e-5)
+
+
+@pytest.mark.parametrize("v", [300, 65536], ids=str)
+def test_cross_entropy_reductions_propagate_nan_and_inf_like_pytorch(v):
+    logits, tgt = ce_inputs(40, v, seed=52)
+    tgt[3], tgt[5], tgt[6] = -100, 11, 12
+    logits[3, 7] = math.nan                     # in an ignored row: counts for nothing
+    for red in ("mean", "sum"):
+        ref = F.cross_entropy(logits.double(), tgt, reduction=red)
+        assert float(kernels_ext.cross_entropy(logits, tgt, -100, red)) == pytest.approx(float(ref), rel=2e-5), red
+    inf = logits.clone()
+    inf[6, tgt[6]] = -math.inf                  # that row's loss is +inf
+    for red in ("mean", "sum"):
+        assert float(kernels_ext.cross_entropy(inf, tgt, -100, red)) == math.inf == float(
+            F.cross_entropy(inf, tgt, reduction=red)), red
+    inf[5, 9] = math.nan                        # a counted row's NaN wins over the +inf
+    for red in ("mean", "sum"):
+        assert bool(kernels_ext.cross_entropy(inf, tgt, -100, red).isnan()), red
+        assert bool(F.cross_entropy(inf, tgt, reduction=red).isnan()), red
+
+
+def test_cross_entropy_counters_are_clean_after_every_call():
+    """Every launch leaves its counters zeroed for the next on the stream, whatever the shapes: calls of
+    7 and 1 rows straight after 20000, split rows after whole ones, none of them synchronised."""
+    shapes = [(20000, 300), (7, 300), (1000, 65536), (1, 300), (33, 65536), (9000, 300), (1, 65536)]
+    inputs = [ce_inputs(n, v, seed=60 + i) for i, (n, v) in enumerate(shapes)]
+    want = [exact_totals(x, t) for x, t in inputs]
+    rows = [kernels_ext.cross_entropy_rows(x, t) for x, t in inputs]
+    got = []
+    for rep in range(4):
+        order = range(len(inputs)) if rep % 2 == 0 else reversed(range(len(inputs)))
+        for i in order:
+            x, t = inputs[i]
+            got.append((i, "sum", kernels_ext.cross_entropy(x, t, -100, "sum")))
+            got.append((i, "rows", kernels_ext.cross_entropy_rows(x, t)))
+            got.append((i, "mean", kernels_ext.cross_entropy(x, t, -100, "mean")))
+    torch.cuda.synchronize()
+    for i, red, out in got:
+        ref = rows[i] if red == "rows" else want[i][0 if red == "sum" else 1]
+        assert_same_bits(out, ref, what=f"{shapes[i]} {red}")
+
+
+def test_cross_entropy_on_concurrent_streams():
+    """Streams that run at once get counters of their own."""
+    a, b = ce_inputs(9000, 300, seed=70), ce_inputs(33, 65536, seed=71)
+    want_a, want_b = exact_totals(*a)[1], exact_totals(*b)[0]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    outs = []
+    for _ in range(30):
+        with torch.cuda.stream(streams[0]):
+            outs.append((kernels_ext.cross_entropy(*a), want_a))
+        with torch.cuda.stream(streams[1]):
+            outs.append((kernels_ext.cross_entropy(*b, -100, "sum"), want_b))
+    torch.cuda.synchronize()
+    for k, (out, want) in enumerate(outs):
+        assert_same_bits(out, want, what=f"call {k}")
+
+
+def test_cross_entropy_in_a_cuda_graph():
+    """A captured call gets counters zeroed by the graph itself; replays and eager calls between them agree."""
+    a, b = ce_inputs(9000, 300, torch.bfloat16, seed=72), ce_inputs(7, 65536, torch.bfloat16, seed=73)
+    mean_a, sum_b = exact_totals(*a)[1], exact_totals(*b)[0]
+    rows_b = kernels_ext.cross_entropy_rows(*b)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):               # warm up on a side stream, as a capture needs
+        kernels_ext.cross_entropy(*a)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [kernels_ext.cross_entropy(*a), kernels_ext.cross_entropy(*b, -100, "sum"),
+                kernels_ext.cross_entropy_rows(*b), kernels_ext.cross_entropy(*a)]
+    wants = [mean_a, sum_b, rows_b, mean_a]
+    for rep in range(3):
+        for out in outs:
+            out.fill_(0.0)
+        graph.replay()
+        eager = kernels_ext.cross_entropy(*a)
+        torch.cuda.synchronize()
+        for k, (out, want) in enumerate(zip(outs, wants)):
+            assert_same_bits(out, want, what=f"replay {rep}, output {k}")
+        assert_same_bits(eager, mean_a, what=f"eager call after replay {rep}")
 
 
 # ----------------------------------------------------------------------------- embedding
