@@ -17,7 +17,7 @@ from safetensors.torch import save
 from solbench import spec as spec_mod
 from solbench.errors import UserError
 from solbench.runrequest import RequestError, RunRequest
-from solbench.serve import auth, limits, loadgen, oplib, wire
+from solbench.serve import auth, httpclient, limits, loadgen, oplib, wire
 
 SPECS = spec_mod.load_all()
 
@@ -327,6 +327,62 @@ def test_load_report_helpers():
     assert loadgen.device_ms(None) is None and loadgen.device_ms("worker;dur=2") is None
     p = loadgen.percentiles([float(i) for i in range(1, 101)])
     assert p["p50"] == 51 and p["p99"] == 100 and p["max"] == 100 and p["n"] == 100
+
+
+def test_load_cpu_lists_parse_and_bad_ones_name_the_text():
+    assert loadgen.parse_cpus("12-15") == (12, 13, 14, 15)
+    assert loadgen.parse_cpus("0,2,4-5,2") == (0, 2, 4, 5)
+    for bad in ("", "a-b", "3-", "5-2"):
+        with pytest.raises(ValueError, match="CPU"):
+            loadgen.parse_cpus(bad)
+
+
+def _answers_with(raw: bytes):
+    """A real loopback socket server that writes `raw` once per request it reads (a head and a body of
+    Content-Length bytes), so Conn parses bytes that came over TCP, split as TCP splits them."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length"))
+                await reader.readexactly(length)
+                for i in range(0, len(raw), 7):          # a few bytes at a time
+                    writer.write(raw[i:i + 7])
+                    await writer.drain()
+        except asyncio.IncompleteReadError:
+            writer.close()
+    return handle
+
+
+def test_the_load_clients_connection_reads_lengths_chunks_and_closes():
+    plan = loadgen.Plan("http://127.0.0.1:1", (), key="k")
+    req = loadgen.Request("r", "softmax", b"x" * 1000, (("X-Solbench-Kwargs", "{}"),))
+    wire_req = loadgen.prepared(plan, req)
+    assert wire_req.startswith(b"POST /v1/ops/softmax HTTP/1.1\r\n") and wire_req.endswith(b"\r\n\r\n" + b"x" * 1000)
+    assert b"Content-Length: 1000\r\n" in wire_req and b"Authorization: Bearer k\r\n" in wire_req
+
+    async def scenario(raw: bytes, sends: int) -> list[httpclient.Reply]:
+        server = await asyncio.start_server(_answers_with(raw), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = httpclient.Conn(f"http://127.0.0.1:{port}")
+        try:
+            return [await conn.send(wire_req) for _ in range(sends)]
+        finally:
+            await conn.close()
+            server.close()
+            await server.wait_closed()
+
+    sized = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nServer-Timing: device;dur=0.25\r\n\r\nhello"
+    replies = asyncio.run(scenario(sized, 3))               # three answers on one kept-alive connection
+    assert [(r.status, r.body) for r in replies] == [(200, b"hello")] * 3
+    assert loadgen.device_ms(replies[0].headers["server-timing"]) == 0.25
+    chunked = b"HTTP/1.1 422 Unprocessable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n"
+    assert [(r.status, r.body) for r in asyncio.run(scenario(chunked, 2))] == [(422, b"abcde")] * 2
+    with pytest.raises(httpclient.ReplyError, match="status line"):
+        asyncio.run(scenario(b"SPDY/3 200\r\n\r\n", 1))
+    closing = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    assert [r.body for r in asyncio.run(scenario(closing, 2))] == [b"ok", b"ok"]   # it reconnects
 
 
 def test_the_workers_safetensors_writer_is_read_back_exactly_by_safetensors():

@@ -37,8 +37,7 @@ class Families:
             "sk_rope": [_INT, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _INT, _INT, _INT, _PTR, _INT, _PTR],
             "sk_transpose": [_INT, _PTR, _PTR, _I64, _I64, _I64, _I64, _I64, _PTR],
             "sk_cross_entropy_workspace": [_INT, _PTR, _I64, _I64, _INT],
-            "sk_cross_entropy_counter_bytes": [],
-            "sk_cross_entropy": [_INT, _PTR, _PTR, _PTR, _I64, _I64, _I64, _INT, _PTR, _PTR, _PTR],
+            "sk_cross_entropy": [_INT, _PTR, _PTR, _PTR, _I64, _I64, _I64, _INT, _PTR, _PTR],
             "sk_embedding": [_INT, _PTR, _PTR, _PTR, _I64, _I64, _I64, _I64, _PTR, _PTR],
             "sk_histogram": [_INT, _PTR, _I64, _INT, _PTR, _PTR],
             "sk_fp8_quant": [_INT, _PTR, _PTR, _PTR, _I64, _PTR],
@@ -53,9 +52,7 @@ class Families:
         for name, args in sig.items():
             fn = getattr(self.lib, name)
             fn.argtypes = args
-            fn.restype = _I64 if name in ("sk_cross_entropy_workspace", "sk_cross_entropy_counter_bytes",
-                                          "sk_nms_words") else _INT
-        self._ce_counters: dict[tuple[torch.device, int], torch.Tensor] = {}
+            fn.restype = _I64 if name in ("sk_cross_entropy_workspace", "sk_nms_words") else _INT
 
     # ------------------------------------------------------------------ helpers
     def _call(self, name: str, *args) -> None:
@@ -111,14 +108,8 @@ class Families:
         code = DTYPE_CODE[logits.dtype]
         ws_bytes = self.lib.sk_cross_entropy_workspace(code, logits.data_ptr(), rows, vocab, red)
         ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=logits.device)
-        # The binding's counters: zeroed once per device and stream, left zeroed by every launch.
-        key = (logits.device, self._stream())
-        counters = self._ce_counters.get(key)
-        if counters is None:
-            counters = torch.zeros(self.lib.sk_cross_entropy_counter_bytes(), dtype=torch.uint8, device=logits.device)
-            self._ce_counters[key] = counters
         self._call("sk_cross_entropy", code, logits.data_ptr(), target.data_ptr(), out.data_ptr(), rows, vocab,
-                   ignore_index, red, ws.data_ptr(), counters.data_ptr(), self._stream())
+                   ignore_index, red, ws.data_ptr(), self._stream())
         return out
 
     def embedding(self, table, indices, check: bool = True):

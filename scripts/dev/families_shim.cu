@@ -51,15 +51,11 @@ int64_t sk_cross_entropy_workspace(int dtype, const void* logits, int64_t rows, 
   return sk::cross_entropy_workspace_bytes(a);
 }
 
-int64_t sk_cross_entropy_counter_bytes() { return sk::cross_entropy_counter_bytes(); }
-
-// counters: zeroed once and kept per stream (cross_entropy.h).
 int sk_cross_entropy(int dtype, const void* logits, const int64_t* target, float* out, int64_t rows,
-                     int64_t vocab, int64_t ignore_index, int reduction, void* workspace, void* counters,
-                     void* stream) {
+                     int64_t vocab, int64_t ignore_index, int reduction, void* workspace, void* stream) {
   const sk::CrossEntropyArgs a{dt(dtype), logits, target, out, rows, vocab, ignore_index,
                                static_cast<sk::Reduction>(reduction)};
-  return sk::launch_cross_entropy(a, workspace, counters, st(stream));
+  return sk::launch_cross_entropy(a, workspace, st(stream));
 }
 
 int sk_embedding(int dtype, const void* table, const int64_t* indices, void* out, int64_t n, int64_t vocab,

@@ -6,7 +6,8 @@
 # library is not built yet). Outputs in $OUT: serve.json (everything), serve_server.log, remote_run.log,
 # remote_softmax.json, build.log; exit 1 when a check fails.
 # Knobs (environment): SERVE_SPEED_ONLY=1 (warm-up and speed step only), SERVE_WORKERS=N, SERVE_IN_FLIGHT=N,
-# SERVE_FRONTENDS=N (solbench serve --frontends N; with SERVE_SPEED_ONLY=1 only), and
+# SERVE_FRONTENDS=N (solbench serve --frontends N, for the full check too: the leak, oversize and fault
+# steps read every front end's /readyz and /metrics), and
 # SERVE_AB_FRONTENDS="1 2 4": the speed step once per front-end count, one fresh server each, into
 # $OUT/frontends<N>/ (about 1 minute each), e.g. the A/B of issue 17:
 #   SERVE_SPEED_ONLY=1 SERVE_AB_FRONTENDS="1 2 4" bash scripts/h200/serve.sh

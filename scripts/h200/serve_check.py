@@ -1,13 +1,20 @@
 """Issue 17 on the H200 (run by scripts/h200/serve.sh): `solbench serve` with the kernel ops, end to end.
 
-This process never touches CUDA (NVML only): the server's worker is the only CUDA process, so NVML's
-"used" is the worker's. Steps, each recorded in $OUT/serve.json:
-  1. start `solbench serve --device cuda:0 --test-ops` on loopback; wait until it is ready (library loaded)
+This process never touches CUDA (NVML only): the server's workers are the only CUDA processes, so NVML's
+"used" is theirs (every front end's, with SERVE_FRONTENDS=N). Steps, each recorded in $OUT/serve.json:
+  1. start `solbench serve --device cuda:0 --test-ops` on loopback; wait until it is ready (library loaded;
+     with front ends, every one of them)
   2. warm-up: every (op, size) of a mixed set once, each answer checked against torch on the CPU
   3. leak check: worker memory_allocated and NVML used after the warm-up and an idle second (the worker
-     hands cached blocks back when idle), 10,000 mixed requests from 64 clients, idle, again: within 1%
-  4. an oversized request (a 180 GB product of tiny inputs) -> 422, then successful requests, same worker
-  5. a faulting kernel (an illegal address: sticky) -> 500, the worker replaced, then successful requests
+     hands cached blocks back when idle), 10,000 mixed requests from 64 clients, idle, again: within 1%,
+     for the whole server and for each front end's workers (their /readyz?memory=1, each asked over
+     connections the kernel gave to it), with no worker and no front end replaced meanwhile
+  4. an oversized request (a 180 GB product of tiny inputs) -> 422, then successful requests, same workers
+  5. a faulting kernel (an illegal address: sticky) -> 500, the worker of the front end that took it
+     replaced and no other, then successful requests on that front end (a connection it holds) and on any
+  5b. /metrics over steps 4-5, as every front end answers it: the same whole-server totals from each, and
+     they grew by exactly the requests sent (by status); worker restarts as /readyz counts them; with front
+     ends, the per-front-end counts add up to the total and every front end is listed as up
   6. speed: softmax 256 x 1024 bf16, 64 clients: open loop at 1,050 and 1,250 requests/s offered (the target: >= 1,000/s
      with p99 <= 25 ms) and closed loop (as fast as 64 clients go); the server's own overhead per request
      (client latency minus the kernel's device time from Server-Timing)
@@ -42,9 +49,12 @@ from solbench.serve.cpuuse import cpu_use, during, per_request
 from solbench.serve.localserver import LocalServer
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/out"))
-# 64 clients over 12 load-generator processes: with 4, each process at a core's limit set the pace
-# (1,284/s closed loop while the server's event loop was busy 47% of the time: run 3, cpu_use).
-CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "12"))
+# 64 clients over 4 load-generator processes. With httpx it took 12 (with 4, each process at a core's limit
+# set the pace: run 3); loadgen's own keep-alive client costs a tenth of the CPU per request.
+CLIENTS, PROCS = 64, int(os.environ.get("SERVE_PROCS", "4"))
+# SERVE_LOADGEN_CPUS=12-15: the load generator's processes on these CPUs, the server on the others, so that
+# neither's scheduling is in the other's latency (default: both wherever the kernel puts them)
+LOADGEN_CPUS = loadgen.parse_cpus(os.environ["SERVE_LOADGEN_CPUS"]) if os.environ.get("SERVE_LOADGEN_CPUS") else None
 OFFERED = 1050.0
 # SERVE_SPEED_ONLY=1: warm-up and the speed step only, without the 1,250/s run and py-spy (a short device call)
 SPEED_ONLY = os.environ.get("SERVE_SPEED_ONLY") == "1"
@@ -53,8 +63,7 @@ IN_FLIGHT = int(os.environ.get("SERVE_IN_FLIGHT", "2"))
 # SERVE_WORKERS=N: the server's --workers (GPU worker processes for the device; default 1)
 WORKERS = int(os.environ.get("SERVE_WORKERS", "1"))
 # SERVE_FRONTENDS=N: the server's --frontends (uvicorn processes on the port, each with --workers workers;
-# default 1). Speed step only (with SERVE_SPEED_ONLY=1): the leak and fault steps read one front end's
-# /readyz, which says nothing about the other front ends' workers.
+# default 1). Every step reads every front end's /readyz and /metrics (LocalServer.per_frontend).
 FRONTENDS = int(os.environ.get("SERVE_FRONTENDS", "1"))
 # Knobs for a dry run on a machine without a GPU (SERVE_DEVICE=cpu SERVE_REQUESTS=500 SERVE_PROCS=1):
 DEVICE = os.environ.get("SERVE_DEVICE", "cuda:0")
@@ -79,6 +88,17 @@ def nvml_used() -> int:
 
 
 def Server(key_file: Path, work: Path) -> LocalServer:
+    if LOADGEN_CPUS:      # the server's processes inherit this process's CPUs; this process then takes them all
+        every = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, every - set(LOADGEN_CPUS))
+        try:
+            return _server(key_file, work)
+        finally:
+            os.sched_setaffinity(0, every)
+    return _server(key_file, work)
+
+
+def _server(key_file: Path, work: Path) -> LocalServer:
     return LocalServer(["--device", DEVICE, "--api-keys", str(key_file), "--rate", "1000000/second", "--queue", "256",
                         "--no-access-log", "--in-flight", str(IN_FLIGHT), "--workers", str(WORKERS),
                         "--frontends", str(FRONTENDS), "--test-ops",
@@ -147,17 +167,98 @@ def mix() -> list[tuple[loadgen.Request, Callable[[dict[str, torch.Tensor]], str
 # ---------------------------------------------------------------- steps
 
 def memory(srv: Server, key: str) -> dict[str, Any]:
+    """The workers' memory figures and restarts: the server's (summed over its front ends) and, under
+    "frontends", each front end's as it answers /readyz?memory=1 itself; NVML's used is the device's."""
     time.sleep(2.5)                           # idle > 1 s: the worker empties its allocator's cache
-    doc = httpx.get(f"{srv.url}/readyz", params={"memory": 1}, timeout=30).json()
+    fronts = {i: _figures(r.json()) for i, r in srv.per_frontend("/readyz", params={"memory": 1}).items()}
+
+    def total(name: str) -> int | None:       # None: no front end has the figure (memory_allocated on a CPU)
+        values = [f[name] for f in fronts.values() if f[name] is not None]
+        return sum(values) if values else None
+
+    # Front ends without memory figures where others have them (a worker not ready): the leak check fails.
+    missing = [i for i, f in fronts.items() if f["memory_allocated"] is None] if total("memory_allocated") else []
+    return {"memory_allocated": total("memory_allocated"), "memory_reserved": total("memory_reserved"),
+            "worker_rss": total("worker_rss"), "nvml_used": nvml_used(), "worker_pid": fronts[0]["worker_pid"],
+            "worker_pids": [p for f in fronts.values() for p in f["worker_pids"] or ()],
+            "restarts": total("restarts"), "frontends": fronts, "missing": missing}
+
+
+def _figures(doc: dict[str, Any]) -> dict[str, Any]:
+    """One front end's /readyz?memory=1 (with --workers N, its workers' sums)."""
     w = doc.get("worker", {})
-    return {"memory_allocated": w.get("memory_allocated"), "memory_reserved": w.get("memory_reserved"),
-            "worker_rss": w.get("rss_bytes"), "nvml_used": nvml_used(), "worker_pid": doc.get("worker_pid"),
-            "worker_pids": doc.get("worker_pids"),
-            "restarts": doc.get("restarts")}
+    return {"pid": doc.get("pid"), "memory_allocated": w.get("memory_allocated"),
+            "memory_reserved": w.get("memory_reserved"), "worker_rss": w.get("rss_bytes"),
+            "worker_pid": doc.get("worker_pid"), "worker_pids": doc.get("worker_pids"), "restarts": doc.get("restarts")}
 
 
-def within(a: int, b: int, frac: float = 0.01) -> bool:
+def within(a: int | None, b: int | None, frac: float = 0.01) -> bool:
+    if a is None or b is None:                # a figure the device does not have (a CPU's memory_allocated)
+        return a == b
     return abs(b - a) <= frac * a if a else b == a
+
+
+def same_frontends(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The same front-end processes in two `memory` readings (none died and was started again between)."""
+    return {i: f["pid"] for i, f in a["frontends"].items()} == {i: f["pid"] for i, f in b["frontends"].items()}
+
+
+def same_workers(a: dict[str, Any], b: dict[str, Any], skip: int | None = None) -> bool:
+    """Each front end's workers (but `skip`'s) the same processes, never restarted, in both readings."""
+    return all(a["frontends"][i]["worker_pids"] == b["frontends"][i]["worker_pids"]
+               and a["frontends"][i]["restarts"] == b["frontends"][i]["restarts"] for i in a["frontends"] if i != skip)
+
+
+def answered_by(r: httpx.Response) -> int:
+    return int(r.headers.get("x-solbench-frontend", "0"))
+
+
+# ---------------------------------------------------------------- /metrics, as every front end answers it
+
+# What a scrape must give for the whole server, whichever front end answers it.
+WHOLE = ("solbench_requests_total", "solbench_request_seconds_count", "solbench_op_device_seconds_count",
+         "solbench_errors_total", "solbench_worker_restarts")
+Samples = list[tuple[str, dict[str, str], float]]
+
+
+def scrapes(srv: Server, key: str) -> dict[int, Samples]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {i: [(s.name, dict(s.labels), s.value) for f in text_string_to_metric_families(r.text) for s in f.samples]
+            for i, r in srv.per_frontend("/metrics", headers={"Authorization": f"Bearer {key}"}).items()}
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    return sum(v for n, ls, v in samples if n == name and all(ls.get(k) == x for k, x in labels.items()))
+
+
+def by_status(samples: Samples) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for n, ls, v in samples:
+        if n == "solbench_requests_total" and ls.get("route") == "ops":
+            out[ls["status"]] = out.get(ls["status"], 0) + v
+    return out
+
+
+def check_metrics(before: dict[int, Samples], after: dict[int, Samples], sent: dict[str, int],
+                  restarts: int | None) -> None:
+    """5b. Between the scrapes `before` and `after`, the op requests `sent` (by status) and nothing else."""
+    agree = all([total(s, n) for n in WHOLE] == [total(scrape[0], n) for n in WHOLE]
+                for scrape in (before, after) for s in scrape.values())
+    b, a = by_status(before[0]), by_status(after[0])
+    grew = {k: round(a.get(k, 0) - b.get(k, 0)) for k in sorted(set(a) | set(b)) if a.get(k, 0) != b.get(k, 0)}
+    errors = total(after[0], "solbench_errors_total", kind="internal") - total(before[0], "solbench_errors_total",
+                                                                               kind="internal")
+    gauge_restarts = total(after[0], "solbench_worker_restarts")
+    ok = agree and grew == sent and errors == sent.get("500", 0) and gauge_restarts == restarts
+    extra: dict[str, Any] = {}
+    if FRONTENDS > 1:
+        up = [ls for n, ls, _ in after[0] if n == "solbench_frontend_up"]
+        each = {ls["frontend"]: v for n, ls, v in after[0] if n == "solbench_frontend_requests_total"}
+        ok = ok and len(up) == FRONTENDS and sum(each.values()) == sum(a.values())
+        extra = {"frontends_up": len(up), "requests_by_frontend": each}
+    step("metrics_whole_server", ok, answered_by=sorted(after), agree=agree, sent=sent, grew=grew,
+         errors_grew=errors, worker_restarts=gauge_restarts, readyz_restarts=restarts, **extra)
 
 
 def post(srv: Server, key: str, req: loadgen.Request) -> httpx.Response:
@@ -172,9 +273,6 @@ def step(name: str, ok: bool, **data: Any) -> None:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    if FRONTENDS > 1 and not SPEED_ONLY:
-        print("SERVE_FRONTENDS > 1 needs SERVE_SPEED_ONLY=1 (the leak and fault checks follow one front end)")
-        return 2
     work = Path("/tmp/serve_check")
     work.mkdir(parents=True, exist_ok=True)
     key_file = work / "keys.txt"
@@ -211,33 +309,48 @@ def run_steps(srv: Server, key: str) -> None:
         return
     # 3. leak check over 10,000 mixed requests
     start = memory(srv, key)
-    plan = loadgen.Plan(srv.url, tuple(r for r, _ in cases), CLIENTS, 150, REQUESTS, PROCS, key)
+    plan = loadgen.Plan(srv.url, tuple(r for r, _ in cases), CLIENTS, 150, REQUESTS, PROCS, key, cpus=LOADGEN_CPUS)
     plan, _ = loadgen.warm_up(plan)
     load_report = loadgen.run(plan)
     end = memory(srv, key)
     RESULT["mixed_load"] = load_report.to_json()
+    each = {i: within(start["frontends"][i]["memory_allocated"], end["frontends"][i]["memory_allocated"])
+            for i in start["frontends"]}
     ok = (load_report.unexpected == 0 and load_report.requests == REQUESTS
-          and within(start["memory_allocated"], end["memory_allocated"])
-          and within(start["nvml_used"], end["nvml_used"]))
+          and within(start["memory_allocated"], end["memory_allocated"]) and all(each.values())
+          and within(start["nvml_used"], end["nvml_used"]) and not start["missing"] and not end["missing"]
+          and same_frontends(start, end) and same_workers(start, end))
     step("leak_mixed", ok, start=start, end=end, requests=load_report.requests, unexpected=load_report.unexpected,
-         rate=round(load_report.rate), errors=load_report.errors[:3])
+         rate=round(load_report.rate), errors=load_report.errors[:3], within_by_frontend=each)
     # 4. oversized: tiny inputs, a 180 GB product
     big = loadgen.safetensors_request("gemm", {"a": torch.randn(300_000, 1).bfloat16(),
                                                "w": torch.randn(300_000, 1).bfloat16()}, "gemm 300000x300000x1")
+    counted = scrapes(srv, key)
     r = post(srv, key, big)
     after = [post(srv, key, cases[0][0]).status_code for _ in range(20)]
     mem = memory(srv, key)
-    step("oversized_then_ok", r.status_code == 422 and after == [200] * 20 and mem["restarts"] == end["restarts"],
-         status=r.status_code, answer=r.json(), after=after, restarts=mem["restarts"])
-    # 5. a sticky CUDA error
+    step("oversized_then_ok", r.status_code == 422 and after == [200] * 20 and mem["restarts"] == end["restarts"]
+         and same_workers(end, mem), status=r.status_code, answer=r.json(), after=after, restarts=mem["restarts"],
+         frontend=answered_by(r))
+    # 5. a sticky CUDA error: it replaces the worker of the front end that took it, and that one alone
     t = time.monotonic()
     r = post(srv, key, loadgen.safetensors_request("test_fault", {"x": torch.randn(16)}))
-    after = [post(srv, key, cases[0][0]).status_code for _ in range(20)]
+    faulted = answered_by(r)
+    ok_req = cases[0][0]
+    with srv.client_on(faulted, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
+        on_it = [c.post(f"/v1/ops/{ok_req.op}", content=ok_req.body, headers=dict(ok_req.headers)) for _ in range(20)]
     recovered = time.monotonic() - t
+    anywhere = [post(srv, key, ok_req).status_code for _ in range(20)]
     mem2 = memory(srv, key)
-    step("fault_then_ok", r.status_code == 500 and after == [200] * 20 and mem2["restarts"] == mem["restarts"] + 1
-         and set(mem2["worker_pids"]) != set(mem["worker_pids"]), status=r.status_code, answer=r.json(), after=after,
-         seconds_to_serve_again=round(recovered, 2), restarts=mem2["restarts"])
+    was, now = mem["frontends"][faulted], mem2["frontends"][faulted]
+    replaced = now["restarts"] == was["restarts"] + 1 and set(now["worker_pids"]) != set(was["worker_pids"])
+    on_it_codes = [(a.status_code, answered_by(a)) for a in on_it]
+    step("fault_then_ok", r.status_code == 500 and on_it_codes == [(200, faulted)] * 20 and anywhere == [200] * 20
+         and replaced and same_workers(mem, mem2, skip=faulted) and same_frontends(mem, mem2)
+         and mem2["restarts"] == mem["restarts"] + 1, status=r.status_code, answer=r.json(), frontend=faulted,
+         after_on_that_frontend=on_it_codes, after=anywhere, seconds_to_serve_again=round(recovered, 2),
+         restarts=mem2["restarts"], restarts_by_frontend={i: f["restarts"] for i, f in mem2["frontends"].items()})
+    check_metrics(counted, scrapes(srv, key), {"200": 60, "422": 1, "500": 1}, mem2["restarts"])
     speed(srv, key, cases)
     remote(srv, key)
 
@@ -245,7 +358,7 @@ def run_steps(srv: Server, key: str) -> None:
 def speed(srv: Server, key: str, cases: list) -> None:
     """6. softmax 256 x 1024 bf16 from 64 clients (spread over PROCS load-generator processes)."""
     softmax = (cases[0][0],)
-    base = loadgen.Plan(srv.url, softmax, CLIENTS, 8 if SPEED_ONLY else 15, None, PROCS, key)
+    base = loadgen.Plan(srv.url, softmax, CLIENTS, 8 if SPEED_ONLY else 15, None, PROCS, key, cpus=LOADGEN_CPUS)
     base, _ = loadgen.warm_up(base)
     fields = loadgen.asdict_shallow(base)
     loadgen.run(loadgen.Plan(**{**fields, "seconds": 3}))                 # settle after the restart
@@ -272,7 +385,8 @@ def speed(srv: Server, key: str, cases: list) -> None:
          overhead_p50_ms=open_loop.overhead_ms.get("p50"), overhead_p99_ms=open_loop.overhead_ms.get("p99"),
          closed_rate=round(closed.rate, 1), closed_p50_ms=closed.latency_ms.get("p50"),
          closed_p99_ms=closed.latency_ms.get("p99"), cores_during_load=RESULT["speed_closed_loop"]["cores_during_load"])
-    RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS}
+    RESULT["load_generator"] = {"clients": CLIENTS, "processes": PROCS, "client": "loadgen.Conn (keep-alive HTTP/1.1)",
+                                "cpus": list(LOADGEN_CPUS) if LOADGEN_CPUS else "any"}
     RESULT["server_in_flight"] = IN_FLIGHT
     RESULT["server_workers"] = WORKERS
     RESULT["server_frontends"] = FRONTENDS
@@ -301,7 +415,11 @@ def profiled(srv: Server, key: str) -> Iterator[None]:
         RESULT["pyspy"] = "no py-spy on this machine"
         yield
         return
-    pids = {"server": srv.proc.pid, "worker": memory(srv, key)["worker_pid"]}
+    # With front ends, front end 0 and its first worker (the supervisor only waits on its front ends).
+    every = srv.pids()
+    pids = {"server": every.get("frontend0", every["server"]),
+            "worker": every.get("frontend0.worker0", every.get("worker0"))}
+    RESULT["pyspy_pids"] = pids
     procs = [subprocess.Popen([exe, "record", "-p", str(pid), "-d", "8", "--threads", "--idle", "--nonblocking",
                                "--format", "raw", "-o", str(OUT / f"pyspy_{name}.txt")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -13,7 +13,7 @@
     frontends.py  --frontends N: N uvicorn processes on one port (SO_REUSEPORT), supervised
     shared.py   the file in /dev/shm those front ends share;  sharedrate.py: their one rate limit
     runfiles.py their runs, one JSON file each under --out/runs
-    metrics.py  Prometheus metrics
+    metrics.py  Prometheus metrics (with --frontends, merged over the front ends)
     faults.py   fault-injection ops (--test-ops only)
 
 Importing this package imports none of the third-party packages: the modules that need them do.

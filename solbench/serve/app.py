@@ -108,9 +108,9 @@ def _guard(request: Request, services: Services, key: bool = True, rate: bool = 
 
 def _health_routes(app: FastAPI, services: Services) -> None:
     @app.get("/healthz")
-    async def healthz(request: Request) -> dict[str, Any]:
+    async def healthz(request: Request) -> JSONResponse:
         _guard(request, services, key=False, rate=False)
-        return {"ok": True}
+        return JSONResponse({"ok": True}, headers=_frontend(services))
 
     @app.get("/readyz")
     async def readyz(request: Request, memory: bool = False) -> JSONResponse:
@@ -133,12 +133,13 @@ def _health_routes(app: FastAPI, services: Services) -> None:
                         frontends=[f.to_json() for f in services.area.frontends()])
         if memory and ops.ready:
             body["worker"] = await ops.stats()
-        return JSONResponse(body, status_code=200 if body["ready"] else 503)
+        return JSONResponse(body, status_code=200 if body["ready"] else 503, headers=_frontend(services))
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
         _guard(request, services, rate=False)
-        return Response(services.metrics.render(), media_type=CONTENT_TYPE)
+        # With front ends, the whole server's figures, whichever front end answers (metrics.py).
+        return Response(services.metrics.render(), media_type=CONTENT_TYPE, headers=_frontend(services))
 
 
 def _op_routes(app: FastAPI, services: Services) -> None:

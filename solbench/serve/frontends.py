@@ -15,8 +15,14 @@ and the supervisor first binds it without, so it never joins a port another serv
 
 The supervisor keeps its copies of the sockets: a front end that dies is started again on the same
 socket, and connections that arrived meanwhile wait in its queue. What the front ends share lives in a
-file in /dev/shm (shared.py: each one's state, the rate limit's counters, sharedrate.py) and in the runs
-folder under --out (runfiles.py); everything else is per front end (queue bounds, /metrics).
+file in /dev/shm (shared.py: each one's state, the rate limit's counters, sharedrate.py), in a folder
+beside it where each writes its Prometheus values, merged by whichever is scraped (metrics.py; the
+supervisor names it in each front end's environment, and drops a dead one's live gauges), and in the runs
+folder under --out (runfiles.py); everything else is per front end (queue bounds, workers).
+
+TLS: each front end's uvicorn gets the same --tls-cert and --tls-key and wraps the connections of its own
+socket; the supervisor loads the pair once first, so a bad one is one clear error rather than N front
+ends dying at start.
 
 Stopping: Ctrl-C reaches every process of the terminal's group; the supervisor also sends each front end
 SIGTERM (SIGINT or SIGTERM to the supervisor alone, e.g. from a service manager, stops them all too). A
@@ -28,6 +34,7 @@ SIGTERM should the supervisor die without stopping them (PR_SET_PDEATHSIG), so n
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import logging.config
@@ -35,15 +42,16 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from solbench.errors import UserError
-from solbench.serve import shared
+from solbench.serve import metrics, shared
 from solbench.serve.runfiles import fail_leftovers
 from solbench.serve.runs import MakeConfig
 from solbench.serve.server import LOG, Place, ServeConfig, build, log_config, uvicorn_options
@@ -98,6 +106,7 @@ def supervise(config: ServeConfig, specs: dict[str, OpSpec], make_config: MakeCo
     """Start config.frontends front ends on one port and keep them running until SIGINT or SIGTERM."""
     logging.config.dictConfig(log_config())
     log = logging.getLogger(LOG)
+    check_tls(config)
     socks = bind(config.host, config.port, config.frontends)
     try:
         left = fail_leftovers(Path(config.out_dir) / "runs", ("queued", "running"), "the server stopped before "
@@ -115,7 +124,7 @@ def supervise(config: ServeConfig, specs: dict[str, OpSpec], make_config: MakeCo
     try:
         for end in ends:
             _start(end, config, specs, make_config, path)
-        log.info("%d front ends on %s:%d (pids %s), %d worker(s) each", len(ends), config.host,
+        log.info("%d front ends on %s://%s:%d (pids %s), %d worker(s) each", len(ends), config.scheme, config.host,
                  socks[0].getsockname()[1], ", ".join(str(e.proc.pid) for e in ends), config.workers)
         _watch(ends, stop, config, specs, make_config, path, log)
     finally:
@@ -143,6 +152,8 @@ def _watch(ends: list[_Frontend], stop: threading.Event, config: ServeConfig, sp
                           end.index, code, QUICK_DEATH_S)
                 raise SystemExit(1)
             log.warning("front end %d (pid %d) exited (status %s): starting it again", end.index, end.proc.pid, code)
+            # Its queue depth and memory leave /metrics; its counts stay there, under its pid.
+            metrics.forget(shared.metrics_dir(path), end.proc.pid)
             if stop.wait(RESTART_BACKOFF_S):
                 return
             _start(end, config, specs, make_config, path)
@@ -158,10 +169,59 @@ def _start(end: _Frontend, config: ServeConfig, specs: dict[str, OpSpec], make_c
     # KeyboardInterrupt handler), so a Ctrl-C during its imports prints nothing; uvicorn catches it later.
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        proc.start()
+        with _environment(metrics.child_environment(place.metrics_dir)):
+            proc.start()
     finally:
         signal.signal(signal.SIGINT, handler)
     end.proc, end.started = proc, time.monotonic()
+
+
+@contextlib.contextmanager
+def _environment(extra: dict[str, str]) -> Iterator[None]:
+    """`extra` in os.environ while a front end is spawned, and no longer. The spawned interpreter takes
+    this process's environment when it starts, and prometheus_client reads its multiprocess folder when it
+    is imported there, before any of this package's code runs in it; multiprocessing has no other way to
+    hand a child an environment. Only the supervisor's main thread runs here."""
+    before = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def check_tls(config: ServeConfig) -> None:
+    """The certificate and key load as each front end's uvicorn will load them (UserError naming the flag)."""
+    if config.tls_cert is None or config.tls_key is None:
+        return
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        # A password callback so that an encrypted key is an error here, never a prompt on the terminal.
+        context.load_cert_chain(str(config.tls_cert), str(config.tls_key), password=lambda: b"")
+    except (ssl.SSLError, OSError) as exc:
+        field, message = _tls_problem(Path(config.tls_cert), Path(config.tls_key), exc)
+        raise UserError(message, field=field) from None
+
+
+def _tls_problem(cert: Path, key: Path, exc: Exception) -> tuple[str, str]:
+    """Which of the two files is wrong, as far as can be told (OpenSSL says only "PEM lib" for either)."""
+    if isinstance(exc, ssl.SSLError) and exc.reason == "KEY_VALUES_MISMATCH":
+        return "--tls-key", f"the key {key} is not the private key of the certificate {cert}"
+    for flag, path, marker, what in (("--tls-cert", cert, "CERTIFICATE-----", "a PEM certificate"),
+                                     ("--tls-key", key, "PRIVATE KEY-----", "a PEM private key")):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as err:
+            return flag, f"cannot read {path}: {err.strerror or err}"
+        if marker not in text:
+            return flag, f"{path} is not {what}"
+        if flag == "--tls-key" and "ENCRYPTED" in text:
+            return flag, f"{path} is encrypted: solbench serve takes an unencrypted key (it has no passphrase flag)"
+    return "--tls-key", f"cannot load the certificate {cert} with the key {key}: {exc}"
 
 
 def _stop_all(ends: list[_Frontend], log: logging.Logger) -> None:

@@ -1,6 +1,12 @@
-"""A bounded load test of a running `solbench serve`: N concurrent clients (httpx, asyncio), spread over
-a few processes so the client side is not what sets the pace, for a fixed time or a fixed number of
-requests, whichever ends first. It always stops by itself.
+"""A bounded load test of a running `solbench serve`: N concurrent clients (asyncio), spread over a few
+processes so the client side is not what sets the pace, for a fixed time or a fixed number of requests,
+whichever ends first. It always stops by itself.
+
+Each client is one keep-alive HTTP/1.1 connection (`Conn`) that writes a request prepared once (request
+line, headers and body in one buffer) and reads the answer by its Content-Length (or chunks). A general
+client spends milliseconds of CPU per 512 KiB answer: httpx took 4-7 ms per request on the H200 host, so
+twelve load processes shared the server's cores and their own scheduling became part of the latency
+measured (docs/PERF.md, issue 17). The warm-up, which happens once, still goes through httpx.
 
 Every reply is checked: its status must be one the caller expects, and a 200's body must have the
 length the warm-up reply of the same request had (the outputs' shapes fix it). The caller checks the
@@ -8,7 +14,7 @@ warm-up replies' values. Latency is what the client measured; `device` is the ti
 ran on the device, from the reply's Server-Timing header, so latency - device is the server's own cost.
 
     python -m solbench.serve.loadgen http://127.0.0.1:8000 --op softmax --shape 256,1024 --dtype bfloat16 \\
-        --clients 64 --seconds 30 --procs 4          # key in $SOLBENCH_API_KEY
+        --clients 64 --seconds 30 --procs 4 [--cpus 12-15]     # key in $SOLBENCH_API_KEY
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+from solbench.serve.httpclient import Conn
 
 
-NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]       # the warm-up's httpx transport
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,7 @@ class Plan:
     expected: tuple[int, ...] = (200,)
     rate: float | None = None             # open loop: this many requests/s in all, evenly paced per client;
                                           # None: closed loop (each client sends as soon as it has its answer)
+    cpus: tuple[int, ...] | None = None   # the load processes run on these CPUs only (None: wherever)
 
 
 @dataclass
@@ -147,38 +157,57 @@ def _process_main(plan: Plan, index: int, clients: int, share: int | None, conn:
 
 
 def _one_process(plan: Plan, index: int, clients: int, share: int | None, start: Any = None) -> _Samples:
+    if plan.cpus and start is not None:   # only in a process of its own: never pin the caller
+        os.sched_setaffinity(0, plan.cpus)
     return asyncio.run(_clients(plan, index, clients, share, start))
 
 
-async def _clients(plan: Plan, index: int, clients: int, share: int | None, start: Any = None) -> _Samples:
-    import httpx
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """'12-15' or '0,2,4-5' -> the CPU numbers; ValueError naming the text when it is not such a list."""
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, dash, hi = part.strip().partition("-")
+            cpus += range(int(lo), int(hi if dash else lo) + 1)
+    except ValueError:
+        raise ValueError(f"not a CPU list (e.g. 12-15 or 0,2,4-5): {text!r}") from None
+    if not cpus:
+        raise ValueError(f"no CPUs in {text!r}")
+    return tuple(sorted(set(cpus)))
 
+
+def prepared(plan: Plan, req: Request) -> bytes:
+    """The whole request, written once per send: its line, headers and body in one buffer."""
+    u = urlsplit(plan.url)
+    head = [f"POST /v1/ops/{req.op} HTTP/1.1", f"Host: {u.netloc}", "Content-Type: application/octet-stream",
+            f"Content-Length: {len(req.body)}"]
+    if plan.key:
+        head.append(f"Authorization: Bearer {plan.key}")
+    head += [f"{k}: {v}" for k, v in req.headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + req.body
+
+
+async def _clients(plan: Plan, index: int, clients: int, share: int | None, start: Any = None) -> _Samples:
     samples = _Samples()
-    headers = {"Authorization": f"Bearer {plan.key}"} if plan.key else {}
     left = [share if share is not None else -1]
-    # One AsyncClient (one connection) per simulated client: a single pool shared by 64 concurrent
-    # requests spends its time in the pool's bookkeeping and gives second-long tails that are the
-    # client's, not the server's. TCP_NODELAY: httpcore writes a request's headers and body separately,
-    # and without it Nagle holds the body back until the headers are acknowledged.
-    pool = [httpx.AsyncClient(base_url=plan.url, headers=headers, timeout=60.0,
-                              transport=httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1),
-                                                                 verify=plan.verify, socket_options=NODELAY))
-            for _ in range(clients)]
+    requests = [prepared(plan, r) for r in plan.mix]
+    pool = [Conn(plan.url, plan.verify) for _ in range(clients)]
     try:
         if start is not None:
             start.wait(60)
         samples.started = time.perf_counter()
         deadline = samples.started + plan.seconds
-        await asyncio.gather(*[_client(pool[c], plan, index * 1000 + c, deadline, left, samples)
+        await asyncio.gather(*[_client(pool[c], requests, plan, index * 1000 + c, deadline, left, samples)
                                for c in range(clients)])
         samples.ended = time.perf_counter()
     finally:
-        for client in pool:
-            await client.aclose()
+        for conn in pool:
+            await conn.close()
     return samples
 
 
-async def _client(client: Any, plan: Plan, seed: int, deadline: float, left: list[int], s: _Samples) -> None:
+async def _client(conn: Conn, requests: list[bytes], plan: Plan, seed: int, deadline: float, left: list[int],
+                  s: _Samples) -> None:
     i = seed
     # Open loop: request n of this client is due at start + phase + n * period, and its latency counts from
     # when it was due, so a server that falls behind is charged for the wait (no coordinated omission).
@@ -198,24 +227,24 @@ async def _client(client: Any, plan: Plan, seed: int, deadline: float, left: lis
         else:
             t0 = time.perf_counter()
         try:
-            r = await client.post(f"/v1/ops/{req.op}", content=req.body, headers=dict(req.headers))
+            r = await conn.send(requests[k])
         except Exception as exc:  # a transport error is an unexpected error of the test, never a crash of it
             s.unexpected += 1
             if len(s.failed) < 5:
                 s.failed.append(f"{req.name}: {type(exc).__name__}: {exc}")
             continue
         dt = time.perf_counter() - t0
-        code = str(r.status_code)
+        code = str(r.status)
         s.statuses[code] = s.statuses.get(code, 0) + 1
-        bad = r.status_code not in plan.expected or (
-            r.status_code == 200 and req.reply_bytes is not None and len(r.content) != req.reply_bytes)
+        bad = r.status not in plan.expected or (
+            r.status == 200 and req.reply_bytes is not None and len(r.body) != req.reply_bytes)
         if bad:
             s.unexpected += 1
             if len(s.failed) < 5:
-                what = r.text[:200] if r.status_code != 200 else f"{len(r.content)} bytes"
-                s.failed.append(f"{req.name}: {r.status_code} {what}")
+                what = r.body[:200].decode("utf-8", "replace") if r.status != 200 else f"{len(r.body)} bytes"
+                s.failed.append(f"{req.name}: {r.status} {what}")
             continue
-        if r.status_code == 200:
+        if r.status == 200:
             s.latency.append(dt * 1e3)
             s.device.append(device_ms(r.headers.get("server-timing")) or 0.0)
             s.names.append(k)
@@ -295,12 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=None)
     p.add_argument("--rate", type=float, default=None, help="open loop: requests/s in all (default: closed loop)")
     p.add_argument("--procs", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)))
+    p.add_argument("--cpus", default=None, help="run the load processes on these CPUs only, e.g. 12-15")
     p.add_argument("--json", default=None, help="write the report here")
     a = p.parse_args(argv)
+    try:
+        cpus = parse_cpus(a.cpus) if a.cpus else None
+    except ValueError as exc:
+        p.error(f"--cpus: {exc}")
     shape = tuple(int(d) for d in a.shape.split(","))
     x = torch.randn(shape).to(getattr(torch, a.dtype))
     plan = Plan(a.url, (safetensors_request(a.op, {"x": x}),), a.clients, a.seconds, a.requests, a.procs,
-                os.environ.get("SOLBENCH_API_KEY"), rate=a.rate)
+                os.environ.get("SOLBENCH_API_KEY"), rate=a.rate, cpus=cpus)
     plan, _ = warm_up(plan)
     rep = run(plan)
     text = json.dumps(rep.to_json(), indent=2)

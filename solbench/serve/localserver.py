@@ -1,9 +1,10 @@
 """`solbench serve` as a child process on loopback, for load tests and benchmarks that need a real server
 (scripts/h200/serve_check.py, scripts/dev/serve_cost.py): start it on a free port, wait for /readyz,
-stop it with its whole process group (its GPU workers too)."""
+reach each of its front ends (--frontends N), stop it with its whole process group (its GPU workers too)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import httpx
 
@@ -59,6 +60,38 @@ class LocalServer:
             time.sleep(0.3)
         raise RuntimeError(f"not ready after {timeout_s} s: {last}")
 
+    def frontend_count(self) -> int:
+        """How many front ends answer on the port (1 without --frontends)."""
+        ready = httpx.get(f"{self.url}/readyz", verify=self.verify, timeout=30).json()
+        return len(ready.get("frontends", ())) or 1
+
+    def per_frontend(self, path: str = "/readyz", tries: int = 400, **kw: Any) -> dict[int, httpx.Response]:
+        """GET `path` as each front end answers it, by index: over fresh connections (the kernel gives each
+        new one to any front end) until every front end has answered. `kw`: httpx.get's (params, headers)."""
+        count, got = self.frontend_count(), {}
+        for _ in range(tries):
+            r = httpx.get(f"{self.url}{path}", verify=self.verify, timeout=30, **kw)
+            got.setdefault(_answered_by(r), r)
+            if len(got) == count:
+                return dict(sorted(got.items()))
+        raise RuntimeError(f"{path}: only front ends {sorted(got)} of {count} answered in {tries} connections")
+
+    @contextlib.contextmanager
+    def client_on(self, frontend: int, tries: int = 400, **kw: Any) -> Iterator[httpx.Client]:
+        """An httpx.Client whose connection the kernel gave to front end `frontend`, closed after the block:
+        a connection stays with the front end that accepted it, so the client's requests go there while it
+        is kept alive (check each answer's X-Solbench-Frontend all the same). `kw`: httpx.Client's."""
+        for _ in range(tries):
+            with httpx.Client(base_url=self.url, verify=self.verify, **kw) as client:
+                try:
+                    reached = _answered_by(client.get("/healthz"))
+                except httpx.HTTPError:
+                    continue
+                if reached == frontend:
+                    yield client
+                    return
+        raise RuntimeError(f"no connection reached front end {frontend} in {tries} tries")
+
     def pids(self) -> dict[str, int]:
         """The server's processes by role: `server` (with --frontends N, the supervisor, and `frontend<i>`
         for each front end), and `worker<j>` or `frontend<i>.worker<j>` for their GPU workers (Linux)."""
@@ -84,6 +117,11 @@ class LocalServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _answered_by(r: httpx.Response) -> int:
+    """The front end that gave an answer (X-Solbench-Frontend; a server without --frontends is front end 0)."""
+    return int(r.headers.get("x-solbench-frontend", "0"))
 
 
 def children(pid: int) -> list[int]:

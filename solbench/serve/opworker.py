@@ -11,6 +11,7 @@ returns to where it started).
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -55,6 +56,9 @@ def main(setup: WorkerSetup, requests: Any, replies: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         state = _open(setup)
+        # torch and the op library are a few hundred thousand objects that live as long as the process: out
+        # of the collector's view, a full collection no longer walks them between two requests.
+        gc.freeze()
         replies.send_bytes(pickle.dumps(_hello(state)))
     except BaseException as exc:  # report what stopped the start-up, then exit
         replies.send_bytes(pickle.dumps({"type": "hello", "ok": False, "error": f"{type(exc).__name__}: {exc}"}))

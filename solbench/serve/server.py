@@ -3,7 +3,8 @@
 `ServeConfig` is what `solbench serve`'s flags say (each checked there, by name); `Services` is everything
 the routes use: the op library, the device's op service, the run queue, keys, allowlist, rate limiter and
 metrics, started and stopped with the app. With `--frontends N` each front end builds its own (`Place` says
-which it is), with the rate limit and the runs shared with the others (sharedrate.py, runfiles.py).
+which it is), with the rate limit, the runs and what /metrics shows shared with the others (sharedrate.py,
+runfiles.py, metrics.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from solbench.serve.opworker import WorkerSetup
 from solbench.serve.runfiles import DiskRunService
 from solbench.serve.runs import MakeConfig, RunService
 from solbench.serve.shared import SharedArea, publish_until
+from solbench.serve.shared import metrics_dir as shared_metrics_dir
 from solbench.serve.sharedrate import SharedRateLimiter
 from solbench.spec import OpSpec
 
@@ -101,6 +103,11 @@ class Place:
     count: int
     shared: Path             # the file the front ends share (shared.py)
 
+    @property
+    def metrics_dir(self) -> Path:
+        """Where every front end writes its Prometheus values (metrics.py)."""
+        return shared_metrics_dir(self.shared)
+
 
 @dataclass
 class Services:
@@ -117,6 +124,7 @@ class Services:
     place: Place | None = None           # None: the only front end (--frontends 1)
     area: SharedArea | None = None
     _publisher: tuple[threading.Thread, threading.Event] | None = None
+    _metrics_failed: bool = False
 
     @property
     def ready(self) -> bool:
@@ -133,12 +141,12 @@ class Services:
         self.runs.start()
         self.metrics.watch(self.ops.setup.device, lambda: self.ops.depth, lambda: self.ops.restarts,
                            lambda: float(self.ops.last_memory))
-        self.metrics.runs.set_function(lambda: self.runs.depth)
+        self.metrics.watch_runs(lambda: self.runs.depth)
         if self.place is not None and self.area is not None:
             stop = threading.Event()
             thread = threading.Thread(target=publish_until, args=(self.area, self.place.index, stop,
-                                      lambda: self.ready, lambda: self.ops.served), daemon=True,
-                                      name="solbench-publish")
+                                      lambda: self.ready, lambda: self.ops.served, self._refresh_metrics),
+                                      daemon=True, name="solbench-publish")
             thread.start()
             self._publisher = (thread, stop)
         where = f"front end {self.place.index} of {self.place.count}: " if self.place else ""
@@ -146,6 +154,17 @@ class Services:
                       len(self.library.ops), self.ops.setup.device, f"{len(self.keys.keys)} API keys "
                       f"({', '.join(self.keys.names)})" if self.keys else "no API keys (loopback only)",
                       self.allowlist.describe(), self.limiter.rate)
+
+    def _refresh_metrics(self) -> None:
+        """The front end's gauges for the other front ends' scrapes. A failure (a full /dev/shm) must not
+        stop the publisher thread, whose silence would mark this front end dead: logged once, then retried."""
+        try:
+            self.metrics.refresh()
+        except Exception as exc:  # whatever it is, the publisher goes on
+            if not self._metrics_failed:
+                self.log.warning("front end %s: cannot write its gauges for /metrics: %s: %s",
+                                 self.place.index if self.place else "-", type(exc).__name__, exc)
+            self._metrics_failed = True
 
     def stop(self) -> None:
         if not self.started:
@@ -178,7 +197,7 @@ def build(config: ServeConfig, specs: dict[str, OpSpec], make_config: MakeConfig
     disk_runs = DiskRunService(specs, make_config, config.run_queue, config.out_dir, served=area.served,
                                executes=place.index == 0)
     return Services(config, library, ops, disk_runs, keys, allowlist, SharedRateLimiter(config.rate, area),
-                    metrics=Metrics(frontend=place.index), place=place, area=area)
+                    metrics=Metrics(frontend=place.index, directory=place.metrics_dir), place=place, area=area)
 
 
 def serve(services: Services, specs: dict[str, OpSpec] | None = None, make_config: MakeConfig | None = None) -> None:

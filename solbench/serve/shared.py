@@ -1,6 +1,7 @@
 """What the front ends of one server share (`solbench serve --frontends N`): one small file in /dev/shm
 that the supervisor creates and every front end maps, holding each front end's published state and the
-rate limiter's counters (sharedrate.py).
+rate limiter's counters (sharedrate.py); and beside it, in the same private folder, the folder where every
+front end writes its Prometheus values for /metrics to merge (metrics.py). `remove` takes both away.
 
 Why a mapped file and not multiprocessing's shared memory: every process opens the file itself, so each
 has its own open file description and `flock` excludes one process from another; the kernel drops the
@@ -73,7 +74,13 @@ def create(frontends: int, rate_slots: int) -> Path:
     with path.open("wb") as f:
         f.truncate(layout.size)
         f.write(_HEADER.pack(MAGIC, frontends, rate_slots, secrets.token_bytes(16)))
+    metrics_dir(path).mkdir()
     return path
+
+
+def metrics_dir(path: Path) -> Path:
+    """The folder beside the shared file `path` where the front ends' Prometheus values go (metrics.py)."""
+    return Path(path).parent / "metrics"
 
 
 def remove(path: Path) -> None:
@@ -127,8 +134,11 @@ class SharedArea:
 
 
 def publish_until(area: SharedArea, index: int, stop: threading.Event, ready: Callable[[], bool],
-                  served: Callable[[], int]) -> None:
-    """A front end's publisher thread: its slot every PUBLISH_S until `stop`, then once more as not ready."""
+                  served: Callable[[], int], tick: Callable[[], None] = lambda: None) -> None:
+    """A front end's publisher thread: its slot every PUBLISH_S until `stop`, then once more as not ready;
+    `tick` (its metrics' gauges) is written as often."""
     while not stop.wait(PUBLISH_S):
         area.publish(index, ready(), served())
+        tick()
     area.publish(index, False, served())
+    tick()

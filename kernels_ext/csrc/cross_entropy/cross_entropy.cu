@@ -1,24 +1,10 @@
-// Cross-entropy forward in one read of the logits, in one launch whatever the reduction.
+// Cross-entropy forward in one read of the logits.
 //
 // A block streams one row (or one chunk of it, when there are too few rows to fill the GPU)
 // keeping a running max m and sum s of 2^((x - m) log2 e) per thread, 4 packs in flight per
-// iteration; the partial states merge across the block. A chunk's block publishes its state and
-// counts itself in on the row; the row's last chunk merges the states in a fixed order.
-//
-// The mean and the sum finish in the same kernel: a second launch to reduce the row losses cost
-// 5.7 us over the 279.5 us per-row pass at 16384 x 32768 bf16, and a tree of "last block of the
-// group sums the group" levels costs a fence, an atomic and a load per level. Each row instead
-// adds its loss to an exact fixed-point accumulator (Totals) with integer atomics, which commute:
-// the words hold the same bits whatever order the blocks finish in, so the result is bit-identical
-// run to run, and it is the exact sum of the fp32 row losses, rounded through double. The row
-// that finishes last (a 64-bit counter whose high half counts the non-ignored rows) reads the
-// accumulator, writes the result and zeroes it. Memory ordering: a row's additions precede its
-// release increment of the counter, and the last row fences (acquire) after its own before it
-// reads.
-//
-// The counters must be zero when the kernel starts, and it leaves them zero: the caller keeps one
-// buffer per stream and zeroes it once (cross_entropy.h). Were this kernel ever launched as a
-// programmatic dependent (PDL), it would have to wait for the prior grid before its first atomic.
+// iteration; the partial states merge across the block. With one chunk per row the block ends
+// with the row's loss; otherwise chunk states go to a workspace and a second kernel merges them.
+// Reductions over rows (mean, sum) are finished by one block in a fixed order: deterministic.
 //
 // Rows need not start 16-byte aligned (odd vocabularies such as 50257): each row is split into
 // a scalar head up to the first aligned address, whole packs, and a scalar tail.
@@ -43,7 +29,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kUnroll = 4;          // packs in flight per thread
 constexpr int kMaxThreads = 256;
 constexpr int kMinChunkPacks = 512;  // a chunk smaller than this is not worth a block
-constexpr int kBlocksPerSm = 16;    // the grid to aim for: two waves of 8 blocks per SM
+constexpr int kFinishThreads = 1024;
+constexpr int kFinishRows = 8;      // rows per finishing thread with their loads in flight together
 
 // Running log-sum-exp state: sum = sum_i 2^((x_i - max) * log2 e). max = -inf means empty.
 struct Lse {
@@ -104,21 +91,14 @@ struct Lse {
   __device__ __forceinline__ float lse() const { return max + logf(sum); }
 };
 
-// Merge the states of a warp; every lane gets the same state (merge is commutative).
-__device__ __forceinline__ Lse warp_merge(Lse st) {
+// Merge the states of a whole block (blockDim.x a multiple of 32). smem: 64 floats.
+__device__ __forceinline__ Lse block_merge(Lse st, float* smem) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float om = __shfl_xor_sync(0xffffffffu, st.max, offset);
     const float os = __shfl_xor_sync(0xffffffffu, st.sum, offset);
     st.merge(om, os);
   }
-  return st;
-}
-
-// Merge the states of a whole block (blockDim.x a multiple of 32); every warp gets the result.
-// smem: 64 floats.
-__device__ __forceinline__ Lse block_merge(Lse st, float* smem) {
-  st = warp_merge(st);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   if (lane == 0) {
     smem[warp] = st.max;
@@ -127,7 +107,13 @@ __device__ __forceinline__ Lse block_merge(Lse st, float* smem) {
   __syncthreads();
   Lse r = Lse::empty();
   if (lane < nwarps) r = {smem[lane], smem[32 + lane]};
-  return warp_merge(r);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float om = __shfl_xor_sync(0xffffffffu, r.max, offset);
+    const float os = __shfl_xor_sync(0xffffffffu, r.sum, offset);
+    r.merge(om, os);
+  }
+  return r;
 }
 
 struct RowSplit {
@@ -161,112 +147,13 @@ __device__ __forceinline__ float target_logit(const T* row, int64_t target, int6
   return target >= 0 && target < vocab ? to_float(row[target]) : 0.f;
 }
 
-// Exact fixed-point sum of fp32 values. A float is m * 2^(p - 149) with a 24-bit integer m and p
-// in [0, 253] (p = 0 for subnormals), so m << (p % 32) splits into two digits below 2^32 that go
-// to words p / 32 and p / 32 + 1. Up to 2^31 rows of such digits cannot overflow a signed 64-bit
-// word, and integer additions commute, so the words are the same whatever order rows add in.
-// NaN and infinities, which have no fixed-point value, set bits of `special` instead.
-constexpr int kDigits = 9;           // words 0..8 cover 2^-149 .. 2^128
-constexpr int kTotalsBytes = 128;    // sizeof(Totals) rounded up; the row counters follow
-
-struct Totals {
-  unsigned long long rows;      // low half: rows finished; high half: rows counted (not ignored)
-  unsigned long long special;   // bit 0: NaN, bit 1: +inf, bit 2: -inf
-  unsigned long long digit[kDigits];
-};
-static_assert(sizeof(Totals) <= kTotalsBytes, "Totals must fit its slot");
-
-constexpr unsigned long long kNanBit = 1, kPosInfBit = 2, kNegInfBit = 4;
-
-__device__ __forceinline__ void deposit(Totals* t, float v) {
-  const unsigned bits = __float_as_uint(v);
-  const unsigned e = (bits >> 23) & 0xffu, frac = bits & 0x7fffffu;
-  const bool negative = bits >> 31;
-  if (e == 0xffu) {
-    atomicOr(&t->special, frac ? kNanBit : negative ? kNegInfBit : kPosInfBit);
-    return;
-  }
-  const unsigned m = e ? frac | 0x800000u : frac;
-  if (m == 0) return;  // +-0 adds nothing
-  const unsigned p = e ? e - 1 : 0;
-  const unsigned long long x = static_cast<unsigned long long>(m) << (p & 31);
-  unsigned long long lo = x & 0xffffffffull, hi = x >> 32;
-  if (negative) lo = 0ull - lo, hi = 0ull - hi;  // two's complement: the words are signed
-  if (lo) atomicAdd(&t->digit[p >> 5], lo);
-  if (hi) atomicAdd(&t->digit[(p >> 5) + 1], hi);
-}
-
-// The sum held by the words (then zeroed for the next launch), as a double. The words are exact
-// integers, so this is the same bits every run, and within an ulp or two of double, far below the
-// fp32 result's.
-__device__ double take_total(Totals* t, unsigned long long* special) {
-  long long w[kDigits];
-#pragma unroll
-  for (int k = 0; k < kDigits; ++k) w[k] = static_cast<long long>(atomicExch(&t->digit[k], 0ull));
-  *special = atomicExch(&t->special, 0ull);
-  // Carries up, so words 0..7 become digits in [0, 2^32) and only the top word carries a sign.
-#pragma unroll
-  for (int k = 0; k + 1 < kDigits; ++k) {
-    const long long carry = w[k] >> 32;  // arithmetic shift: floor division
-    w[k] &= 0xffffffffll;
-    w[k + 1] += carry;
-  }
-  double total = 0.0;
-#pragma unroll
-  for (int k = kDigits - 1; k >= 0; --k) total += ldexp(static_cast<double>(w[k]), 32 * k - 149);
-  return total;
-}
-
-// Release increments: the caller's earlier writes (deposits, a chunk's state) are visible to
-// whoever reads the counter after it. The one that finds itself last then acquires with a fence, so
-// the others (which do not read anything) skip the acquire's invalidation of their SM's L1.
-__device__ __forceinline__ unsigned long long fetch_add_release(unsigned long long* p,
-                                                                unsigned long long v) {
-  unsigned long long old;
-  asm volatile("atom.release.gpu.add.u64 %0, [%1], %2;"
-               : "=l"(old) : "l"(p), "l"(v) : "memory");
-  return old;
-}
-
-__device__ __forceinline__ unsigned fetch_add_release(unsigned* p, unsigned v) {
-  unsigned old;
-  asm volatile("atom.release.gpu.add.u32 %0, [%1], %2;"
-               : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-
-// A row's loss into the mean or the sum; the row that finishes last writes out[0]. One thread.
-// Every row's increment reads the counter after all earlier ones, so the last row's fence orders
-// every deposit before its reads of the words.
-__device__ void add_row_to_total(Totals* t, float loss, bool counted, unsigned rows, bool mean,
-                                 float* out) {
-  if (counted) deposit(t, loss);
-  const unsigned long long before =
-      fetch_add_release(&t->rows, (counted ? 1ull << 32 : 0ull) | 1ull);
-  if (static_cast<unsigned>(before) + 1 != rows) return;
-  __threadfence();  // acquire
-  const double n = static_cast<double>((before >> 32) + (counted ? 1 : 0));
-  unsigned long long special;
-  const double total = take_total(t, &special);
-  atomicExch(&t->rows, 0ull);
-  float r = static_cast<float>(mean ? total / n : total);  // no row counted: 0 / 0 = NaN
-  if ((special & kNanBit) || (special & (kPosInfBit | kNegInfBit)) == (kPosInfBit | kNegInfBit)) {
-    r = NAN;
-  } else if (special) {
-    r = special & kPosInfBit ? INFINITY : -INFINITY;
-  }
-  out[0] = r;
-}
-
-// Block (row, chunk). kNone writes out[row]; kMean / kSum add the row to `totals` and the last row
-// writes out[0]. chunks > 1: each chunk's block writes its (max, sum) to parts[row * chunks +
-// chunk] and counts itself in row_done[row]; the last one merges the row. Warp 0 finishes.
+// Block (row, chunk). chunks == 1: writes the row's loss to `loss` (kNone: the output). Otherwise
+// writes the chunk's (max, sum) to parts[row * chunks + chunk].
 template <class V>
 __global__ void __launch_bounds__(kMaxThreads)
     ce_rows(const typename V::T* __restrict__ logits, const int64_t* __restrict__ target,
-            float* __restrict__ out, float2* __restrict__ parts, Totals* __restrict__ totals,
-            unsigned* __restrict__ row_done, int64_t vocab, unsigned rows, int chunks,
-            int64_t chunk_packs, int64_t ignore_index, Reduction reduction) {
+            float* __restrict__ loss, float2* __restrict__ parts, int64_t vocab, int chunks,
+            int64_t chunk_packs, int64_t ignore_index) {
   using T = typename V::T;
   constexpr int VEC = V::VEC;
   __shared__ float smem[64];
@@ -274,11 +161,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int chunk = static_cast<int>(blockIdx.x - row * chunks);
   const T* x = logits + row * vocab;
   const RowSplit sp = split_row<T, VEC>(x, vocab);
-  // The target's logit is one scattered load: issue it first so it overlaps the stream. Every
-  // chunk loads it, as any may be the row's last.
+  // The target's logit is one scattered load: issue it first so it overlaps the stream.
   int64_t t = 0;
   float xt = 0.f;
-  if (threadIdx.x == 0) {
+  if (chunks == 1 && threadIdx.x == 0) {
     t = target[row];
     xt = target_logit(x, t, vocab);
   }
@@ -321,36 +207,92 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
     st.add(f);
   }
-  Lse r = block_merge(st, smem);
-  if (threadIdx.x >= 32) return;
-  if (chunks > 1) {
-    int last = 0;
-    if (threadIdx.x == 0) {
-      parts[blockIdx.x] = make_float2(r.max, r.sum);
-      last = fetch_add_release(&row_done[row], 1u) == static_cast<unsigned>(chunks - 1);
-      if (last) {
-        __threadfence();  // acquire: the other chunks' states
-        atomicExch(&row_done[row], 0u);
+  const Lse r = block_merge(st, smem);
+  if (threadIdx.x != 0) return;
+  if (chunks == 1) {
+    loss[row] = row_loss(r, t, vocab, ignore_index, xt);
+  } else {
+    parts[blockIdx.x] = make_float2(r.max, r.sum);
+  }
+}
+
+// Merged state of a row split into chunks.
+__device__ __forceinline__ Lse merge_parts(const float2* parts, int chunks) {
+  Lse st = Lse::empty();
+  for (int c = 0; c < chunks; ++c) {
+    const float2 p = parts[c];
+    st.merge(p.x, p.y);
+  }
+  return st;
+}
+
+// kNone with chunks > 1: one thread per row.
+template <typename T>
+__global__ void ce_finish_rows(const T* __restrict__ logits, const int64_t* __restrict__ target,
+                               const float2* __restrict__ parts, float* __restrict__ loss,
+                               int64_t rows, int64_t vocab, int chunks, int64_t ignore_index) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const int64_t t = target[row];
+  const float xt = target_logit(logits + row * vocab, t, vocab);
+  loss[row] = row_loss(merge_parts(parts + row * chunks, chunks), t, vocab, ignore_index, xt);
+}
+
+// kMean / kSum: one block, rows in a fixed order. From row losses (chunks == 1) or chunk states.
+template <typename T>
+__global__ void __launch_bounds__(kFinishThreads)
+    ce_finish_total(const T* __restrict__ logits, const int64_t* __restrict__ target,
+                    const float2* __restrict__ parts, const float* __restrict__ row_losses,
+                    float* __restrict__ out, int64_t rows, int64_t vocab, int chunks,
+                    int64_t ignore_index, bool mean) {
+  __shared__ double total[32];
+  __shared__ double counted[32];
+  double acc = 0.0, cnt = 0.0;
+  // Each thread takes the rows threadIdx.x, + blockDim.x, ... in that order (the same sum every
+  // call), kFinishRows at a time with all their loads issued first: one row per step, a target
+  // load then a dependent loss load, cost ~0.8 us a step, 13 us for 16k rows, which was the gap
+  // between the mean and the per-row losses (results/h200/issue15/families.json).
+  const int64_t step = int64_t{blockDim.x};
+  for (int64_t base = threadIdx.x; base < rows; base += step * kFinishRows) {
+    int64_t t[kFinishRows];
+    float loss[kFinishRows];
+#pragma unroll
+    for (int u = 0; u < kFinishRows; ++u) {
+      const int64_t row = base + u * step;
+      t[u] = row < rows ? target[row] : ignore_index;
+      loss[u] = chunks == 1 && row < rows ? row_losses[row] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kFinishRows; ++u) {
+      const int64_t row = base + u * step;
+      if (row >= rows || t[u] == ignore_index) continue;
+      cnt += 1.0;
+      if (chunks == 1) {
+        acc += loss[u];
+      } else {
+        const float xt = target_logit(logits + row * vocab, t[u], vocab);
+        acc += row_loss(merge_parts(parts + row * chunks, chunks), t[u], vocab, ignore_index, xt);
       }
     }
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
-    // The barrier orders lane 0's acquire before the other lanes' loads; __ldcg reads at L2, past
-    // an L1 that is not coherent with the other SMs' stores.
-    __syncwarp();
-    const float2* row_parts = parts + row * chunks;
-    r = Lse::empty();
-    for (int c = threadIdx.x; c < chunks; c += 32) {
-      const float2 q = __ldcg(row_parts + c);
-      r.merge(q.x, q.y);
-    }
-    r = warp_merge(r);  // a fixed order: the same state every run
   }
-  if (threadIdx.x != 0) return;
-  const float loss = row_loss(r, t, vocab, ignore_index, xt);
-  if (reduction == Reduction::kNone) {
-    out[row] = loss;
-  } else {
-    add_row_to_total(totals, loss, t != ignore_index, rows, reduction == Reduction::kMean, out);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+    cnt += __shfl_xor_sync(0xffffffffu, cnt, offset);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    total[warp] = acc;
+    counted[warp] = cnt;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double a = 0.0, c = 0.0;
+    for (int w = 0; w < (blockDim.x >> 5); ++w) {
+      a += total[w];
+      c += counted[w];
+    }
+    out[0] = mean ? static_cast<float>(a / c) : static_cast<float>(a);
   }
 }
 
@@ -361,8 +303,6 @@ struct Plan {
   int threads;
 };
 
-int64_t target_blocks() { return int64_t{kBlocksPerSm} * sm_count(); }
-
 Plan plan_for(const CrossEntropyArgs& a) {
   Plan p{};
   const int vec = vector_width(a.dtype);
@@ -370,12 +310,11 @@ Plan plan_for(const CrossEntropyArgs& a) {
   // each row peels its own head, which needs elements aligned to their size.
   p.vectorized = (reinterpret_cast<uintptr_t>(a.logits) % element_size(a.dtype)) == 0;
   const int64_t packs = p.vectorized ? a.vocab / vec : a.vocab;  // about; head/tail are extra
-  // Split rows only when there are fewer than target_blocks(): cross_entropy_counter_bytes sizes
-  // row_done for that many.
-  const int64_t blocks = target_blocks();
+  // Enough blocks for two waves of 8 blocks per SM; split rows only when there are fewer rows.
+  const int64_t target_blocks = int64_t{2} * 8 * sm_count();
   int64_t chunks = 1;
-  if (a.rows < blocks) {
-    chunks = ceil_div(blocks, a.rows);
+  if (a.rows < target_blocks) {
+    chunks = ceil_div(target_blocks, a.rows);
     const int64_t most = ceil_div(packs, kMinChunkPacks);
     if (chunks > most) chunks = most;
     if (chunks > 1024) chunks = 1024;
@@ -390,16 +329,27 @@ Plan plan_for(const CrossEntropyArgs& a) {
 }
 
 template <class V>
-cudaError_t launch_typed(const CrossEntropyArgs& a, const Plan& p, void* workspace, void* counters,
+cudaError_t launch_typed(const CrossEntropyArgs& a, const Plan& p, void* workspace,
                          cudaStream_t stream) {
   using T = typename V::T;
+  const T* logits = static_cast<const T*>(a.logits);
   float2* parts = p.chunks > 1 ? static_cast<float2*>(workspace) : nullptr;
-  Totals* totals = static_cast<Totals*>(counters);
-  unsigned* row_done = reinterpret_cast<unsigned*>(static_cast<char*>(counters) + kTotalsBytes);
+  float* row_losses = a.reduction == Reduction::kNone ? a.out : static_cast<float*>(workspace);
   const int64_t blocks = a.rows * p.chunks;
   ce_rows<V><<<static_cast<unsigned>(blocks), p.threads, 0, stream>>>(
-      static_cast<const T*>(a.logits), a.target, a.out, parts, totals, row_done, a.vocab,
-      static_cast<unsigned>(a.rows), p.chunks, p.chunk_packs, a.ignore_index, a.reduction);
+      logits, a.target, row_losses, parts, a.vocab, p.chunks, p.chunk_packs, a.ignore_index);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  if (a.reduction == Reduction::kNone) {
+    if (p.chunks == 1) return cudaSuccess;
+    const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, 256));
+    ce_finish_rows<T><<<grid, 256, 0, stream>>>(logits, a.target, parts, a.out, a.rows, a.vocab,
+                                                 p.chunks, a.ignore_index);
+    return cudaGetLastError();
+  }
+  ce_finish_total<T><<<1, kFinishThreads, 0, stream>>>(logits, a.target, parts, row_losses, a.out,
+                                                       a.rows, a.vocab, p.chunks, a.ignore_index,
+                                                       a.reduction == Reduction::kMean);
   return cudaGetLastError();
 }
 
@@ -408,25 +358,17 @@ cudaError_t launch_typed(const CrossEntropyArgs& a, const Plan& p, void* workspa
 int64_t cross_entropy_workspace_bytes(const CrossEntropyArgs& a) {
   if (a.rows <= 0 || a.vocab <= 0) return 0;
   const Plan p = plan_for(a);
-  return p.chunks > 1 ? a.rows * p.chunks * static_cast<int64_t>(sizeof(float2)) : 0;
+  if (p.chunks > 1) return a.rows * p.chunks * static_cast<int64_t>(sizeof(float2));
+  return a.reduction == Reduction::kNone ? 0 : a.rows * static_cast<int64_t>(sizeof(float));
 }
 
-int64_t cross_entropy_counter_bytes() {
-  return kTotalsBytes + target_blocks() * static_cast<int64_t>(sizeof(unsigned));
-}
-
-cudaError_t launch_cross_entropy(const CrossEntropyArgs& a, void* workspace, void* counters,
-                                 cudaStream_t stream) {
+cudaError_t launch_cross_entropy(const CrossEntropyArgs& a, void* workspace, cudaStream_t stream) {
   if (a.rows < 0 || a.vocab < 0) return cudaErrorInvalidValue;
   if (a.rows == 0 || a.vocab == 0) return cudaErrorInvalidValue;  // the binding handles empty inputs
   const Plan p = plan_for(a);
   if (a.rows * static_cast<int64_t>(p.chunks) > 0x7fffffff) return cudaErrorInvalidValue;
-  if (counters == nullptr || (reinterpret_cast<uintptr_t>(counters) & 7u) != 0) {
-    return cudaErrorInvalidValue;
-  }
-  if (p.chunks > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   return dispatch_variant(a.dtype, p.vectorized, [&](auto v) {
-    return launch_typed<decltype(v)>(a, p, workspace, counters, stream);
+    return launch_typed<decltype(v)>(a, p, workspace, stream);
   });
 }
 
