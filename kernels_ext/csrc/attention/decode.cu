@@ -36,7 +36,7 @@
 #include "../tile/online_softmax.cuh"
 #include "args.cuh"
 #include "attention.h"
-#include "grid_dependency.cuh"
+#include "../tile/grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
 
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(C::kThreads, 2)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int D = C::D, MFW = C::MFW, BN = C::BN, NT = C::NT, S = C::kStages;
   const AttnArgs& a = d.a;
-  launch_dependents();  // the combine kernel may be placed once every split block runs
+  tile::launch_dependents();  // the combine kernel may be placed once every split block runs
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = (tile::smem_u32(smem) + kTileAlign - 1) & ~uint32_t{kTileAlign - 1};
   const uint32_t k_tiles = q_tile + C::kQBytes;
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int c = tid % kVecs;
   const int np = d.s.partials;
   const int64_t total_rows = static_cast<int64_t>(a.batch) * a.heads_q * a.seq_q;
-  wait_for_prior_grids();  // before the first read of the split kernel's partials
+  tile::wait_for_prior_grids();  // before the first read of the split kernel's partials
 
   for (int64_t row = blockIdx.x; row < total_rows; row += gridDim.x) {
     for (int i = tid; i < np; i += kCombineThreads) lse_s[i] = d.s.lse_part[row * np + i];
@@ -410,18 +410,8 @@ cudaError_t run_split(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t 
 template <class T, int D>
 cudaError_t run_combine(const DecodeArgs& d, cudaStream_t stream) {
   const int64_t rows = d.a.batch * d.a.heads_q * static_cast<int64_t>(d.a.seq_q);
-  auto kernel = decode_combine<T, D>;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)), 1, 1);
-  cfg.blockDim = dim3(kCombineThreads, 1, 1);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = kernel_waits_for_prior_grids(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, d);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)));
+  return tile::launch_dependent(decode_combine<T, D>, grid, dim3(kCombineThreads), 0, stream, d);
 }
 
 template <class T, int D>

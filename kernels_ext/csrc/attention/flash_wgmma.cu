@@ -44,7 +44,7 @@
 #include "args.cuh"
 #include "attention.h"
 #include "flash_wgmma.h"
-#include "grid_dependency.cuh"
+#include "../tile/grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
 
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                     const __grid_constant__ AttnArgs args, const __grid_constant__ SplitKV split) {
   static_assert(!(kSplit && kPersistent), "split mode has its own grid");
 #if SK_TILE_SM90A
-  if constexpr (kSplit) launch_dependents();  // decode_combine may be placed once all blocks run
+  if constexpr (kSplit) tile::launch_dependents();  // decode_combine may be placed once all blocks run
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ Barriers bar;
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &

@@ -5,6 +5,12 @@
 // iteration; the partial states merge across the block. With one chunk per row the block ends
 // with the row's loss; otherwise chunk states go to a workspace and a second kernel merges them.
 // Reductions over rows (mean, sum) are finished by one block in a fixed order: deterministic.
+// The second kernel is a programmatic dependent launch on sm_90 (tile/grid_dependency.cuh), so
+// the kernel boundary between them is not part of the 5.7 us the mean added to the 279.5 us
+// per-row pass at 16384 x 32768 bf16 (docs/PERF.md). One launch was tried as well: every row added its loss
+// to an exact fixed-point sum with integer atomics and the last row finished (in the history);
+// each row block then held its slot for a release atomic's round trip, and the mean cost 11 us
+// over the per-row pass instead of 5.7.
 //
 // Rows need not start 16-byte aligned (odd vocabularies such as 50257): each row is split into
 // a scalar head up to the first aligned address, whole packs, and a scalar tail.
@@ -19,6 +25,7 @@
 #include "../common/grid.cuh"
 #include "../common/pack.cuh"
 #include "../common/reduce.cuh"
+#include "../tile/grid_dependency.cuh"
 #include "../tile/online_softmax.cuh"
 #include "cross_entropy.h"
 
@@ -157,6 +164,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   using T = typename V::T;
   constexpr int VEC = V::VEC;
   __shared__ float smem[64];
+  tile::launch_dependents();  // the finishing kernel may be placed once every block runs
   const int64_t row = blockIdx.x / chunks;
   const int chunk = static_cast<int>(blockIdx.x - row * chunks);
   const T* x = logits + row * vocab;
@@ -231,6 +239,7 @@ template <typename T>
 __global__ void ce_finish_rows(const T* __restrict__ logits, const int64_t* __restrict__ target,
                                const float2* __restrict__ parts, float* __restrict__ loss,
                                int64_t rows, int64_t vocab, int chunks, int64_t ignore_index) {
+  tile::wait_for_prior_grids();  // before the first read of ce_rows' partial states
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const int64_t t = target[row];
@@ -247,6 +256,7 @@ __global__ void __launch_bounds__(kFinishThreads)
                     int64_t ignore_index, bool mean) {
   __shared__ double total[32];
   __shared__ double counted[32];
+  tile::wait_for_prior_grids();  // before the first read of ce_rows' losses or states
   double acc = 0.0, cnt = 0.0;
   // Each thread takes the rows threadIdx.x, + blockDim.x, ... in that order (the same sum every
   // call), kFinishRows at a time with all their loads issued first: one row per step, a target
@@ -342,15 +352,13 @@ cudaError_t launch_typed(const CrossEntropyArgs& a, const Plan& p, void* workspa
   if (err != cudaSuccess) return err;
   if (a.reduction == Reduction::kNone) {
     if (p.chunks == 1) return cudaSuccess;
-    const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, 256));
-    ce_finish_rows<T><<<grid, 256, 0, stream>>>(logits, a.target, parts, a.out, a.rows, a.vocab,
-                                                 p.chunks, a.ignore_index);
-    return cudaGetLastError();
+    const dim3 grid(static_cast<unsigned>(ceil_div(a.rows, 256)));
+    return tile::launch_dependent(ce_finish_rows<T>, grid, dim3(256), 0, stream, logits, a.target,
+                                  parts, a.out, a.rows, a.vocab, p.chunks, a.ignore_index);
   }
-  ce_finish_total<T><<<1, kFinishThreads, 0, stream>>>(logits, a.target, parts, row_losses, a.out,
-                                                       a.rows, a.vocab, p.chunks, a.ignore_index,
-                                                       a.reduction == Reduction::kMean);
-  return cudaGetLastError();
+  return tile::launch_dependent(ce_finish_total<T>, dim3(1), dim3(kFinishThreads), 0, stream,
+                                logits, a.target, parts, row_losses, a.out, a.rows, a.vocab,
+                                p.chunks, a.ignore_index, a.reduction == Reduction::kMean);
 }
 
 }  // namespace
