@@ -337,12 +337,14 @@ def test_load_cpu_lists_parse_and_bad_ones_name_the_text():
             loadgen.parse_cpus(bad)
 
 
-def _answers_with(raw: bytes):
+def _answers_with(raw: bytes, per_connection: int | None = None):
     """A real loopback socket server that writes `raw` once per request it reads (a head and a body of
-    Content-Length bytes), so Conn parses bytes that came over TCP, split as TCP splits them."""
+    Content-Length bytes), so Conn parses bytes that came over TCP, split as TCP splits them; after
+    `per_connection` answers it closes the connection silently, as a server's keep-alive timeout does."""
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered = 0
         try:
-            while True:
+            while per_connection is None or answered < per_connection:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                               if line.lower().startswith(b"content-length"))
@@ -350,8 +352,10 @@ def _answers_with(raw: bytes):
                 for i in range(0, len(raw), 7):          # a few bytes at a time
                     writer.write(raw[i:i + 7])
                     await writer.drain()
+                answered += 1
         except asyncio.IncompleteReadError:
-            writer.close()
+            pass
+        writer.close()
     return handle
 
 
@@ -362,8 +366,8 @@ def test_the_load_clients_connection_reads_lengths_chunks_and_closes():
     assert wire_req.startswith(b"POST /v1/ops/softmax HTTP/1.1\r\n") and wire_req.endswith(b"\r\n\r\n" + b"x" * 1000)
     assert b"Content-Length: 1000\r\n" in wire_req and b"Authorization: Bearer k\r\n" in wire_req
 
-    async def scenario(raw: bytes, sends: int) -> list[httpclient.Reply]:
-        server = await asyncio.start_server(_answers_with(raw), "127.0.0.1", 0)
+    async def scenario(raw: bytes, sends: int, per_connection: int | None = None) -> list[httpclient.Reply]:
+        server = await asyncio.start_server(_answers_with(raw, per_connection), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         conn = httpclient.Conn(f"http://127.0.0.1:{port}")
         try:
@@ -383,6 +387,13 @@ def test_the_load_clients_connection_reads_lengths_chunks_and_closes():
         asyncio.run(scenario(b"SPDY/3 200\r\n\r\n", 1))
     closing = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
     assert [r.body for r in asyncio.run(scenario(closing, 2))] == [b"ok", b"ok"]   # it reconnects
+    # The server drops each kept-alive connection after one answer, saying nothing: the next request
+    # finds it closed before any answer and goes again on a new connection.
+    assert [r.body for r in asyncio.run(scenario(sized, 3, per_connection=1))] == [b"hello"] * 3
+    # A new connection closed before an answer (or reset, when the close beats the request) is the
+    # server's failure: raised, not retried.
+    with pytest.raises((httpclient.ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError)):
+        asyncio.run(scenario(sized, 1, per_connection=0))
 
 
 def test_the_workers_safetensors_writer_is_read_back_exactly_by_safetensors():
