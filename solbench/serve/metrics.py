@@ -67,17 +67,15 @@ class Metrics:
         else:
             self.registry = r = CollectorRegistry()
         shared = self.directory is not None
-        self.requests = Counter("solbench_requests", "Requests answered, by route, op and HTTP status"
-                                + (", summed over the front ends" if shared else ""),
+        summed, over = (", summed over the front ends", ", over all the front ends") if shared else ("", "")
+        self.requests = Counter("solbench_requests", "Requests answered, by route, op and HTTP status" + summed,
                                 ["route", "op", "status"], registry=r)
-        self.latency = Histogram("solbench_request_seconds", "Time from request to response, by route and op"
-                                 + (", over all the front ends" if shared else ""),
+        self.latency = Histogram("solbench_request_seconds", "Time from request to response, by route and op" + over,
                                  ["route", "op"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.kernel = Histogram("solbench_op_device_seconds", "Time the implementation ran on the device, by op"
-                                + (", over all the front ends" if shared else ""),
+        self.kernel = Histogram("solbench_op_device_seconds", "Time the implementation ran on the device, by op" + over,
                                 ["op"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.errors = Counter("solbench_errors", "Requests that failed on the server's side, by kind"
-                              + (", summed over the front ends" if shared else ""), ["kind"], registry=r)
+        self.errors = Counter("solbench_errors", "Requests that failed on the server's side, by kind" + summed,
+                              ["kind"], registry=r)
         self.restarts = _gauge("solbench_worker_restarts", "Times a device's worker was replaced", ["device"], r,
                                shared, "sum", "summed over every front end that ran, those since replaced too")
         self.queue = _gauge("solbench_queue_depth", "Requests queued or running, by device", ["device"], r, shared,
