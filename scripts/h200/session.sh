@@ -22,6 +22,10 @@
 #   asweep   flash_wgmma's tile configurations beside cuDNN (scripts/tune/specs/flash_wgmma_configs.yaml), and their GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
+#   nms      solbench run --ops nms (torchvision and ours) and the NMS GPU tests
+#   nmsprofile  wall time and a profiler timeline of one NMS call, ours and torchvision's
+#   transpose solbench run --ops transpose,transpose_batched (eager, compiled, ours) and the transpose GPU tests
+#   tprobe   the transpose kernels and experiments beside a copy (scripts/tune/transpose_probe.cu)
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
@@ -159,6 +163,23 @@ stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's c
     --json "$OUT/transpose_bands.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+}
+stage_nms() {  # NMS beside torchvision.ops.nms, and its GPU tests
+  timeout 150 solbench run --ops nms --impls torchvision,cuda --budget 0.3 --json "$OUT/nms.json" --out $RUNS
+  python3 scripts/h200/families_summary.py "$OUT/nms.json"
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "nms" -rfE 2>&1 | tail -4
+}
+stage_nmsprofile() { timeout 120 python3 scripts/tune/nms_profile.py --json "$OUT/nms_profile.json"; }
+stage_transpose() {  # the transpose specs beside eager and torch.compile (bf16), and the transpose GPU tests
+  timeout 200 solbench run --ops transpose,transpose_batched --impls eager,compiled,cuda,cuda_regs --budget 0.3 \
+    --json "$OUT/transpose.json" --out $RUNS
+  python3 scripts/h200/families_summary.py "$OUT/transpose.json"
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+}
+stage_tprobe() {  # the transpose kernels and the probe's experiments beside a plain copy
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -o /tmp/transpose_probe \
+    ${TPROBE_SOURCES:-scripts/tune/transpose_probe.cu kernels_ext/csrc/transpose/transpose_regs.cu} || return 1
+  timeout 200 /tmp/transpose_probe "$OUT/transpose_probe.jsonl"
 }
 stage_gate() { GATE_LIMIT_S=${GATE_LIMIT_S:-320} GATE_INSTALL=0 bash scripts/h200/gate.sh; }
 stage_serve() { bash scripts/h200/serve.sh; }

@@ -546,6 +546,32 @@ def test_nms_keeps_what_torchvision_keeps(n, thr):
     assert torch.equal(kernels_ext.nms(boxes, scores, thr), torchvision.ops.nms(boxes, scores, thr))
 
 
+@pytest.mark.parametrize("n", [64, 200, 5000])
+def test_nms_long_chains_and_identical_boxes(n):
+    """Boxes in a row, each overlapping its next two (every other one kept: the scan settles a
+    rank block in as many rounds as its longest chain), and identical boxes (one kept)."""
+    torchvision = pytest.importorskip("torchvision")
+    x = torch.arange(n, device=DEV, dtype=torch.float32) * 0.3
+    chain = torch.stack((x, torch.zeros_like(x), x + 1.0, torch.ones_like(x)), dim=1)
+    same = torch.tensor([[1.0, 2.0, 5.0, 7.0]], device=DEV).repeat(n, 1)
+    for boxes in (chain, same):
+        for scores in (torch.linspace(1, 0, n, device=DEV), torch.rand(n, device=DEV, generator=g(36))):
+            expected = torchvision.ops.nms(boxes, scores, 0.3)
+            assert torch.equal(kernels_ext.nms(boxes, scores, 0.3), expected)
+    assert kernels_ext.nms(same, torch.rand(n, device=DEV, generator=g(37)), 0.5).numel() == 1
+
+
+@pytest.mark.parametrize("n", [1000, 3000, 5000, 16384, 16385])
+def test_nms_order_matches_torchs_sort_on_ties_and_signed_zeros(n):
+    """Up to kNmsRankSortMax boxes the score order comes from one ranking launch, not torch's sort:
+    it must be the same permutation, ties (by index) and -0.0 below +0.0 included."""
+    torchvision = pytest.importorskip("torchvision")
+    boxes = Nm.detection_boxes((n, 4), torch.float32, g(38), DEV)
+    levels = torch.tensor([-1.0, -0.0, 0.0, 0.25, 0.5, 1.0], device=DEV)
+    scores = levels[torch.randint(0, 6, (n,), device=DEV, generator=g(39))]
+    assert torch.equal(kernels_ext.nms(boxes, scores, 0.5), torchvision.ops.nms(boxes, scores, 0.5))
+
+
 def test_nms_ties_and_bad_input():
     torchvision = pytest.importorskip("torchvision")
     boxes = Nm.detection_boxes((3000, 4), torch.float32, g(34), DEV)

@@ -1,5 +1,5 @@
-// Non-maximum suppression: launchers (plain C++). The score sort happens before (the binding
-// sorts with torch, the same sort torchvision uses, so ties resolve identically).
+// Non-maximum suppression: launchers (plain C++). The score order comes first: launch_nms_order
+// up to kNmsRankSortMax boxes without equal scores, else torch's sort (the one torchvision uses).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,5 +27,14 @@ struct NmsArgs {
 };
 
 cudaError_t launch_nms(const NmsArgs& args, cudaStream_t stream);
+
+// order[0 .. n): box indices by decreasing score (the float order of a radix sort: -0 below +0,
+// NaN above all), in one launch of n^2 comparisons, for n <= kNmsRankSortMax, where that beats the
+// several launches of torch's sort. *ties is set to 1 when two scores are equal: their order is
+// then whatever torch's sort gives (torchvision sorts with it, and its algorithms, picked by size,
+// order equal keys differently), so the caller redoes the order with torch's sort.
+constexpr int64_t kNmsRankSortMax = 16384;
+cudaError_t launch_nms_order(const float* scores, int64_t n, int64_t* order, int64_t* ties,
+                             cudaStream_t stream);
 
 }  // namespace sk
