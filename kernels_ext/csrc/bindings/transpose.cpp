@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "../transpose/tile_order.cuh"
 #include "../transpose/transpose.h"
 #include "binding_utils.h"
 
@@ -32,9 +33,9 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   a.cols = cols;
   a.batch_stride = v.stride(0);
   a.row_stride = v.stride(1);
-  // band 0: row order, the order every committed measurement used, until a sweep
-  // (scripts/tune/specs/transpose_bands.yaml) shows a band that is faster.
-  a.band = band > 0 ? band : 1;
+  // band 0: the measured pick (auto_band: bands of 128 row tiles where rows of y are 128 KiB or
+  // longer, row order elsewhere).
+  a.band = band > 0 ? band : auto_band(rows, x.element_size());
   // auto: the shared-memory kernel, the one measured on the H200 (results/h200/dev/families_v1.*);
   // regs is selected by name until a run shows where it is faster.
   const bool regs = variant == "regs" && transpose_regs_supports(a);

@@ -50,4 +50,16 @@ inline int64_t banded_height(int64_t band, int64_t row_tiles) {
   return band < 1 ? 1 : (band > row_tiles ? row_tiles : band);
 }
 
+// band 0 (automatic). With 64-word tiles the sweep (scripts/tune/specs/transpose_bands.yaml, H200,
+// results/h200/issue15/2026-12-02/) found one case where a band pays: rows of y of 128 KiB and more
+// (32768 x 8192 fp32: row order 562.0 us, band 128 528.6 us). With y rows of 16-64 KiB row order was
+// best or within 2.6% (bf16 32768 x 8192: 277.8 against 282.3 us), and on 8 KiB rows (the batched
+// case) every band was level. The threshold is where those four shapes put it.
+constexpr int64_t kAutoBand = 128;
+constexpr int64_t kAutoBandMinRowBytes = int64_t{128} << 10;
+
+inline int64_t auto_band(int64_t rows, int64_t element_bytes) {
+  return rows * element_bytes >= kAutoBandMinRowBytes ? kAutoBand : 1;
+}
+
 }  // namespace sk

@@ -1,15 +1,18 @@
 // Tiled transpose through shared memory, in 32-bit words and without bank conflicts.
 //
-// The tile is 32 word-rows by 64 columns of x. A word holds one fp32 element, or two 16-bit
-// elements from neighbouring rows of x: (x[2p][c], x[2p+1][c]) is exactly two neighbouring
+// The tile is 64 word-rows by 64 columns of x, so each row of y gets 256 contiguous bytes per
+// tile. (32 word-rows ran the 1 GiB 2-D case at 0.83 of the copy bandwidth in fp32 and 0.88 in
+// bf16; 64 ran it at 0.89 / 0.91: scripts/tune/transpose_probe.cu, results/h200/issue15/.)
+// A word holds one fp32 element, or two 16-bit elements from neighbouring rows of x: (x[2p][c], x[2p+1][c]) is exactly two neighbouring
 // elements of row c of y. Built that way (a byte permute of two 32-bit loads, one per row), the
 // 16-bit transpose becomes a transpose of words, and both global phases move 128 contiguous bytes
 // per warp instruction: loads along rows of x, stores along rows of y.
 //
-// Shared memory is word[64][33]. Stores into it go to column p of rows 2tx and 2tx+1; with the
-// row pitch 33 (= 1 mod 32) their banks are (2tx + p) and (2tx + 1 + p). Half-warp 0 writes its
+// Shared memory is word[64][65]. Stores into it go to column p of rows 2tx and 2tx+1; with the
+// row pitch 65 (= 1 mod 32) their banks are (2tx + p) and (2tx + 1 + p). Half-warp 0 writes its
 // even row first and half-warp 1 its odd row first, so every store instruction touches 32
-// distinct banks; reads of row c at column tx hit bank (c + tx): distinct too.
+// distinct banks; reads of row c at
+// columns tx and tx + 32 hit bank (c + tx): distinct too.
 //
 // Tiles that stick out of the matrix, and layouts whose rows do not allow the 32-bit (fp32:
 // 64-bit) loads, take the scalar path of the same kernel: one element at a time, bounds-checked,
@@ -27,14 +30,15 @@
 namespace sk {
 namespace {
 
-constexpr int kTileWords = 32;  // word-rows of a tile
+constexpr int kTileWords = 64;  // word-rows of a tile
 constexpr int kTileCols = 64;   // columns of x in a tile (rows of y)
 constexpr int kPitch = kTileWords + 1;
 constexpr int kThreadsX = 32;
 constexpr int kThreadsY = 8;
-// 8 blocks of 256 threads per SM (2048 threads, 32 registers): each thread keeps its 4 row loads
-// in flight, 64 KiB per SM. Left alone, ptxas gave the 16-bit kernels 39 registers (6 blocks).
-constexpr int kMinBlocks = 8;
+// 6 blocks of 256 threads per SM (at most 42 registers): each thread keeps its 8 row loads in
+// flight, 96 KiB per SM, and the 6 tiles take 100 KiB of shared memory.
+constexpr int kMinBlocks = 6;
+constexpr int kWordHalves = kTileWords / kThreadsX;  // words of a y row segment per thread
 
 template <typename T>
 struct Layout {
@@ -48,9 +52,15 @@ struct Tile {
   int64_t col0;  // first column of x
 };
 
-__device__ __forceinline__ Tile tile_of(int64_t index, int64_t row_tiles, int64_t col_tiles,
-                                        int64_t band, int tile_rows) {
-  const TileCoord c = banded_tile(index, row_tiles, col_tiles, band);
+// band 0: row order from a 3-D grid (x: column tile, y: row tile, z: batch), no division, which
+// is what small transposes notice (0.5 us of 4 in the probe); else banded_tile of a 1-D grid.
+__device__ __forceinline__ Tile tile_of(int64_t row_tiles, int64_t col_tiles, int64_t band,
+                                        int tile_rows) {
+  if (band == 0) {
+    return Tile{blockIdx.z, static_cast<int64_t>(blockIdx.y) * tile_rows,
+                static_cast<int64_t>(blockIdx.x) * kTileCols};
+  }
+  const TileCoord c = banded_tile(blockIdx.x, row_tiles, col_tiles, band);
   return Tile{c.batch, c.row_tile * tile_rows, c.col_tile * kTileCols};
 }
 
@@ -82,7 +92,7 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
   __shared__ unsigned tile[kTileCols][kPitch];
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  const Tile t = tile_of(blockIdx.x, row_tiles, col_tiles, band, L::kTileRows);
+  const Tile t = tile_of(row_tiles, col_tiles, band, L::kTileRows);
   const T* xb = x + t.batch * batch_stride;
   T* yb = y + t.batch * cols * rows;
   const bool full = kWordPath && t.row0 + L::kTileRows <= rows && t.col0 + kTileCols <= cols;
@@ -104,8 +114,12 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
 #pragma unroll
     for (int i = 0; i < kStoreIters; ++i) {
       const int c = ty + i * kThreadsY;
-      T* out = yb + (t.col0 + c) * rows + t.row0 + tx * RPW;
-      *reinterpret_cast<unsigned*>(out) = tile[c][tx];
+#pragma unroll
+      for (int q = 0; q < kWordHalves; ++q) {
+        const int word = tx + q * kThreadsX;
+        T* out = yb + (t.col0 + c) * rows + t.row0 + word * RPW;
+        *reinterpret_cast<unsigned*>(out) = tile[c][word];
+      }
     }
     return;
   }
@@ -130,9 +144,13 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
     const int c = ty + i * kThreadsY;
     if (t.col0 + c >= cols) continue;
 #pragma unroll
-    for (int h = 0; h < RPW; ++h) {
-      const int64_t r = t.row0 + static_cast<int64_t>(tx) * RPW + h;
-      if (r < rows) yb[(t.col0 + c) * rows + r] = elems[(c * kPitch + tx) * RPW + h];
+    for (int q = 0; q < kWordHalves; ++q) {
+      const int word = tx + q * kThreadsX;
+#pragma unroll
+      for (int h = 0; h < RPW; ++h) {
+        const int64_t r = t.row0 + static_cast<int64_t>(word) * RPW + h;
+        if (r < rows) yb[(t.col0 + c) * rows + r] = elems[(c * kPitch + word) * RPW + h];
+      }
     }
   }
 }
@@ -157,8 +175,12 @@ cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
                              ? aligned(x, 8) && strides_even
                              : aligned(x, 4) && aligned(y, 4) && strides_even && a.rows % 2 == 0;
   const dim3 block(kThreadsX, kThreadsY);
-  const unsigned grid = static_cast<unsigned>(tiles);
-  const int64_t band = banded_height(a.band, row_tiles);
+  // Row order takes the 3-D grid (band 0 in the kernel) wherever it fits the grid's limits.
+  const bool grid3 = a.band <= 1 && row_tiles <= 65535 && a.batch <= 65535;
+  const dim3 grid = grid3 ? dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles),
+                                 static_cast<unsigned>(a.batch))
+                          : dim3(static_cast<unsigned>(tiles));
+  const int64_t band = grid3 ? 0 : banded_height(a.band, row_tiles);
   if (word_path) {
     transpose_kernel<T, true><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
                                                           a.row_stride, row_tiles, col_tiles, band);
