@@ -1,6 +1,6 @@
 // What the standalone tuning benches of scripts/tune/ share: a CUDA error check that exits, a fill of
-// deterministic, non-degenerate values (a hash of the index, uniform in [lo, hi)), and the median of
-// single launches timed by an event pair each.
+// deterministic, non-degenerate values (a hash of the index, uniform in [lo, hi)), a read that
+// clears the L2, and the median of single launches timed by an event pair each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,6 +33,17 @@ __global__ void fill(T* p, int64_t n, uint32_t seed, float lo, float hi) {
     h ^= h >> 15;
     p[i] = sk::from_float<T>(lo + ((h & 0xffffff) / 16777216.0f) * (hi - lo));
   }
+}
+
+// A read of `n` 16-byte packs, evict-first, summed so nothing is optimised away: run before a
+// timed launch, it leaves the L2 holding clean lines of another buffer.
+__global__ void read_all(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const uint4 v = __ldcs(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;
 }
 
 // Median time (ms) of `reps` launches, each between its own two events, after 3 warm-up launches;

@@ -31,16 +31,6 @@ int sk::gemm::device_capability() { return 90; }
 
 namespace probe {
 
-// A read of `n` 16-byte packs, summed so nothing is optimised away.
-__global__ void read_all(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345678u) *sink = acc;
-}
-
 // The stream's ceiling: kU 16-byte loads in flight per thread, evict-first, as the kernels load W.
 template <int kU>
 __global__ void __launch_bounds__(256) read_stream(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
@@ -75,7 +65,7 @@ struct Bufs {
 
 template <class F>
 float median_us(const Bufs& b, F&& launch, int reps) {
-  auto flush = [&] { read_all<<<132 * 8, 512>>>(b.flush, b.flush_packs, b.sink); };
+  auto flush = [&] { tune_common::read_all<<<132 * 8, 512>>>(b.flush, b.flush_packs, b.sink); };
   return 1000.0f * tune_common::median_ms(flush, launch, reps);
 }
 

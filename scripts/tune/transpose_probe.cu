@@ -43,14 +43,6 @@ constexpr double kCopyGBs = 4248.0;  // the measured copy bandwidth the harness 
 // ---------------------------------------------------------------------------------------------
 // Helpers: flush, reference, checks, ceilings.
 
-__global__ void read_all(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345678u) *sink = acc;
-}
 
 template <typename U>  // U: an unsigned type of the element's size
 __global__ void reference(const U* x, U* y, int64_t batch, int64_t rows, int64_t cols, int64_t ldy) {
@@ -374,7 +366,7 @@ struct Ctx {
 
 template <class F>
 float median_us(F&& launch, int reps) {
-  auto flush = [&] { read_all<<<g_sms * 8, 512>>>(g_flush, g_flush_packs, g_sink); };
+  auto flush = [&] { tune_common::read_all<<<g_sms * 8, 512>>>(g_flush, g_flush_packs, g_sink); };
   return 1000.0f * tune_common::median_ms(flush, launch, reps);
 }
 
