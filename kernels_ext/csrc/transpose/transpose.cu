@@ -3,16 +3,16 @@
 // The tile is 64 word-rows by 64 columns of x, so each row of y gets 256 contiguous bytes per
 // tile. (32 word-rows ran the 1 GiB 2-D case at 0.83 of the copy bandwidth in fp32 and 0.88 in
 // bf16; 64 ran it at 0.89 / 0.91: scripts/tune/transpose_probe.cu, results/h200/issue15/.)
-// A word holds one fp32 element, or two 16-bit elements from neighbouring rows of x: (x[2p][c], x[2p+1][c]) is exactly two neighbouring
-// elements of row c of y. Built that way (a byte permute of two 32-bit loads, one per row), the
-// 16-bit transpose becomes a transpose of words, and both global phases move 128 contiguous bytes
-// per warp instruction: loads along rows of x, stores along rows of y.
+// A word holds one fp32 element, or two 16-bit elements from neighbouring rows of x:
+// (x[2p][c], x[2p+1][c]) is exactly two neighbouring elements of row c of y. Built that way (a
+// byte permute of two 32-bit loads, one per row), the 16-bit transpose becomes a transpose of
+// words, and both global phases move 128 contiguous bytes per warp instruction: loads along rows
+// of x, stores along rows of y.
 //
 // Shared memory is word[64][65]. Stores into it go to column p of rows 2tx and 2tx+1; with the
 // row pitch 65 (= 1 mod 32) their banks are (2tx + p) and (2tx + 1 + p). Half-warp 0 writes its
 // even row first and half-warp 1 its odd row first, so every store instruction touches 32
-// distinct banks; reads of row c at
-// columns tx and tx + 32 hit bank (c + tx): distinct too.
+// distinct banks; reads of row c at columns tx and tx + 32 hit bank (c + tx): distinct too.
 //
 // Tiles that stick out of the matrix, and layouts whose rows do not allow the 32-bit (fp32:
 // 64-bit) loads, take the scalar path of the same kernel: one element at a time, bounds-checked,
