@@ -39,6 +39,7 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   // auto: the shared-memory kernel, the one measured on the H200 (results/h200/dev/families_v1.*);
   // regs is selected by name until a run shows where it is faster.
   const bool regs = variant == "regs" && transpose_regs_supports(a);
+  a.tile_words = variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
   sk::bind::check_launch(regs ? launch_transpose_regs(a, sk::bind::current_stream())
                               : launch_transpose(a, sk::bind::current_stream()),
                          "transpose");

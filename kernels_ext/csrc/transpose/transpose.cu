@@ -1,27 +1,30 @@
 // Tiled transpose through shared memory, in 32-bit words and without bank conflicts.
 //
-// The tile is 64 word-rows by 64 columns of x, so each row of y gets 256 contiguous bytes per
-// tile. (32 word-rows ran the 1 GiB 2-D case at 0.83 of the copy bandwidth in fp32 and 0.88 in
-// bf16; 64 ran it at 0.89 / 0.91: scripts/tune/transpose_probe.cu, results/h200/issue15/.)
+// A tile is 64 columns of x by 64 word-rows (large tensors: each row of y gets 256 contiguous
+// bytes per tile; 32 word-rows ran the 1 GiB 2-D case at 0.83 of the copy bandwidth in fp32 and
+// 0.88 in bf16, 64 at 0.89 / 0.91: scripts/tune/transpose_probe.cu, results/h200/issue15/) or by
+// 32 word-rows (tensors whose 64-word grid is under two waves of resident blocks).
 // A word holds one fp32 element, or two 16-bit elements from neighbouring rows of x:
 // (x[2p][c], x[2p+1][c]) is exactly two neighbouring elements of row c of y. Built that way (a
 // byte permute of two 32-bit loads, one per row), the 16-bit transpose becomes a transpose of
 // words, and both global phases move 128 contiguous bytes per warp instruction: loads along rows
 // of x, stores along rows of y.
 //
-// Shared memory is word[64][65]. Stores into it go to column p of rows 2tx and 2tx+1; with the
-// row pitch 65 (= 1 mod 32) their banks are (2tx + p) and (2tx + 1 + p). Half-warp 0 writes its
+// Shared memory is word[64][words + 1]. Stores into it go to column p of rows 2tx and 2tx+1; with
+// the row pitch = 1 mod 32 their banks are (2tx + p) and (2tx + 1 + p). Half-warp 0 writes its
 // even row first and half-warp 1 its odd row first, so every store instruction touches 32
 // distinct banks; reads of row c at columns tx and tx + 32 hit bank (c + tx): distinct too.
 //
 // Tiles that stick out of the matrix, and layouts whose rows do not allow the 32-bit (fp32:
-// 64-bit) loads, take the scalar path of the same kernel: one element at a time, bounds-checked,
-// through the same shared-memory layout.
+// 64-bit) accesses (16-bit rows of odd length, misaligned views), take the element path
+// (element_tile): one element per access through the same shared memory, bounds-checked only in
+// edge tiles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/grid.cuh"
 #include "tile_order.cuh"
@@ -30,20 +33,25 @@
 namespace sk {
 namespace {
 
-constexpr int kTileWords = 64;  // word-rows of a tile
-constexpr int kTileCols = 64;   // columns of x in a tile (rows of y)
-constexpr int kPitch = kTileWords + 1;
+constexpr int kTileCols = 64;  // columns of x in a tile (rows of y)
 constexpr int kThreadsX = 32;
 constexpr int kThreadsY = 8;
-// 6 blocks of 256 threads per SM (at most 42 registers): each thread keeps its 8 row loads in
-// flight, 96 KiB per SM, and the 6 tiles take 100 KiB of shared memory.
-constexpr int kMinBlocks = 6;
-constexpr int kWordHalves = kTileWords / kThreadsX;  // words of a y row segment per thread
 
-template <typename T>
+// A tile of kWords word-rows: 64 (256-byte segments of y rows) for the large cases; 32 where the
+// 64-word grid would be under two waves of resident blocks (small tensors: twice the blocks, each
+// thread half the loads, so less of the one DRAM round trip such a call is waits in one thread).
+template <typename T, int kWords>
 struct Layout {
   static constexpr int kRowsPerWord = 4 / sizeof(T);
-  static constexpr int kTileRows = kTileWords * kRowsPerWord;  // rows of x in a tile
+  static constexpr int kTileRows = kWords * kRowsPerWord;        // rows of x in a tile
+  static constexpr int kPitch = kWords + 1;                       // words per row of the tile
+  static constexpr int kLoadIters = kWords / kThreadsY;           // word-rows per thread
+  static constexpr int kStoreIters = kTileCols / kThreadsY;       // y rows per thread
+  static constexpr int kWordSegments = kWords / kThreadsX;        // words of a y row per thread
+  static constexpr int kElemSegments = kTileRows / kThreadsX;     // elements of a y row per thread
+  // 64 words: 6 blocks of 256 threads per SM (at most 42 registers) keep 8 row loads per thread
+  // in flight, 96 KiB per SM, in 100 KiB of shared memory; 32 words: 8 blocks, the SM's limit.
+  static constexpr int kMinBlocks = kWords == 64 ? 6 : 8;
 };
 
 struct Tile {
@@ -80,78 +88,116 @@ __device__ __forceinline__ void load_words(const T* row, int64_t row_stride, uns
   }
 }
 
-template <typename T, bool kWordPath>
-__global__ void __launch_bounds__(kThreadsX * kThreadsY, kMinBlocks)
-    transpose_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
-                     int64_t batch_stride, int64_t row_stride, int64_t row_tiles, int64_t col_tiles,
-                     int64_t band) {
-  using L = Layout<T>;
-  constexpr int RPW = L::kRowsPerWord;
-  constexpr int kLoadIters = kTileWords / kThreadsY;
-  constexpr int kStoreIters = kTileCols / kThreadsY;
-  __shared__ unsigned tile[kTileCols][kPitch];
+// The word path: a whole tile whose rows allow the 32-bit (fp32: 64-bit) loads and stores.
+template <typename T, int kWords>
+__device__ __forceinline__ void word_tile(const T* xb, T* yb, const Tile& t, int64_t rows,
+                                          int64_t row_stride, unsigned (*tile)[kWords + 1]) {
+  using L = Layout<T, kWords>;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
-  const Tile t = tile_of(row_tiles, col_tiles, band, L::kTileRows);
-  const T* xb = x + t.batch * batch_stride;
-  T* yb = y + t.batch * cols * rows;
-  const bool full = kWordPath && t.row0 + L::kTileRows <= rows && t.col0 + kTileCols <= cols;
-  if (full) {
-    unsigned w[kLoadIters][2];
+  unsigned w[L::kLoadIters][2];
 #pragma unroll
-    for (int i = 0; i < kLoadIters; ++i) {
-      const int64_t r = t.row0 + static_cast<int64_t>(ty + i * kThreadsY) * RPW;
-      load_words<T>(xb + r * row_stride + t.col0 + 2 * tx, row_stride, w[i][0], w[i][1]);
-    }
-    const int s = (tx >> 4) & 1;  // the half-warp that writes its odd row first
-#pragma unroll
-    for (int i = 0; i < kLoadIters; ++i) {
-      const int p = ty + i * kThreadsY;
-      tile[2 * tx + s][p] = s ? w[i][1] : w[i][0];
-      tile[2 * tx + 1 - s][p] = s ? w[i][0] : w[i][1];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kStoreIters; ++i) {
-      const int c = ty + i * kThreadsY;
-#pragma unroll
-      for (int q = 0; q < kWordHalves; ++q) {
-        const int word = tx + q * kThreadsX;
-        T* out = yb + (t.col0 + c) * rows + t.row0 + word * RPW;
-        *reinterpret_cast<unsigned*>(out) = tile[c][word];
-      }
-    }
-    return;
+  for (int i = 0; i < L::kLoadIters; ++i) {
+    const int64_t r = t.row0 + static_cast<int64_t>(ty + i * kThreadsY) * L::kRowsPerWord;
+    load_words<T>(xb + r * row_stride + t.col0 + 2 * tx, row_stride, w[i][0], w[i][1]);
   }
-  // Scalar path: element (r, c) of x lives in half (r % RPW) of word [c][r / RPW].
-  T* elems = reinterpret_cast<T*>(&tile[0][0]);
+  const int s = (tx >> 4) & 1;  // the half-warp that writes its odd row first
 #pragma unroll
-  for (int i = 0; i < kLoadIters; ++i) {
+  for (int i = 0; i < L::kLoadIters; ++i) {
     const int p = ty + i * kThreadsY;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int64_t c = t.col0 + 2 * tx + j;
-#pragma unroll
-      for (int h = 0; h < RPW; ++h) {
-        const int64_t r = t.row0 + static_cast<int64_t>(p) * RPW + h;
-        if (r < rows && c < cols) elems[((2 * tx + j) * kPitch + p) * RPW + h] = xb[r * row_stride + c];
-      }
-    }
+    tile[2 * tx + s][p] = s ? w[i][1] : w[i][0];
+    tile[2 * tx + 1 - s][p] = s ? w[i][0] : w[i][1];
   }
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kStoreIters; ++i) {
+  for (int i = 0; i < L::kStoreIters; ++i) {
     const int c = ty + i * kThreadsY;
-    if (t.col0 + c >= cols) continue;
 #pragma unroll
-    for (int q = 0; q < kWordHalves; ++q) {
+    for (int q = 0; q < L::kWordSegments; ++q) {
       const int word = tx + q * kThreadsX;
-#pragma unroll
-      for (int h = 0; h < RPW; ++h) {
-        const int64_t r = t.row0 + static_cast<int64_t>(word) * RPW + h;
-        if (r < rows) yb[(t.col0 + c) * rows + r] = elems[(c * kPitch + word) * RPW + h];
-      }
+      T* out = yb + (t.col0 + c) * rows + t.row0 + word * L::kRowsPerWord;
+      *reinterpret_cast<unsigned*>(out) = tile[c][word];
     }
+  }
+}
+
+// The element path, for edge tiles and for layouts the word path cannot take (16-bit rows of odd
+// length, misaligned views): one element per global access, but each warp access is 32
+// neighbouring elements (64 or 128 contiguous bytes) in both phases. The words of the shared tile
+// are those of the word path: element r of column c of x is half r % kRowsPerWord of
+// tile[c][r / kRowsPerWord]. A thread assembles its words in registers, every load before any
+// store to shared memory (a load through a generic pointer may alias the tile, so interleaved they
+// would run one DRAM round trip at a time), then stores word p of row tx + 32j: bank
+// (tx + p) mod 32, distinct across the warp. Reads of row c at elements tx + 32k pair up in a word
+// (a broadcast) over 16 or 32 banks. kChecked: the tile sticks out of the matrix.
+template <typename T, int kWords, bool kChecked>
+__device__ __forceinline__ void element_tile(const T* xb, T* yb, const Tile& t, int64_t rows,
+                                             int64_t cols, int64_t row_stride,
+                                             unsigned (*tile)[kWords + 1]) {
+  using L = Layout<T, kWords>;
+  using Bits = std::conditional_t<sizeof(T) == 4, unsigned, unsigned short>;
+  constexpr int kCols = kTileCols / kThreadsX;  // columns per thread
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const Bits* xbits = reinterpret_cast<const Bits*>(xb);
+  unsigned w[L::kLoadIters][kCols];
+#pragma unroll
+  for (int i = 0; i < L::kLoadIters; ++i) {
+    const int64_t r0 = t.row0 + static_cast<int64_t>(ty + i * kThreadsY) * L::kRowsPerWord;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t c = t.col0 + tx + j * kThreadsX;
+      unsigned word = 0;
+#pragma unroll
+      for (int h = 0; h < L::kRowsPerWord; ++h) {
+        if (!kChecked || (r0 + h < rows && c < cols)) {
+          word |= static_cast<unsigned>(__ldg(xbits + (r0 + h) * row_stride + c)) << (16 * h);
+        }
+      }
+      w[i][j] = word;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < L::kLoadIters; ++i) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) tile[tx + j * kThreadsX][ty + i * kThreadsY] = w[i][j];
+  }
+  __syncthreads();
+  // Elements tx + 32k of row c: each warp store is 32 neighbouring elements. (One 32-bit shared
+  // load per word with its halves stored one by one, every other element per warp store, halves
+  // the shared loads that ncu found queued (MIO throttle, 41% of the stalls at 4095 x 4097), but
+  // ran 3-4% slower: results/h200/issue15/2026-12-02b/.)
+  const T* elems = reinterpret_cast<const T*>(&tile[0][0]);
+  constexpr int kPitchElems = L::kPitch * L::kRowsPerWord;
+#pragma unroll
+  for (int i = 0; i < L::kStoreIters; ++i) {
+    const int c = ty + i * kThreadsY;
+    if (kChecked && t.col0 + c >= cols) continue;
+#pragma unroll
+    for (int k = 0; k < L::kElemSegments; ++k) {
+      const int e = tx + k * kThreadsX;
+      if (!kChecked || t.row0 + e < rows) yb[(t.col0 + c) * rows + t.row0 + e] = elems[c * kPitchElems + e];
+    }
+  }
+}
+
+template <typename T, int kWords, bool kWordPath>
+__global__ void __launch_bounds__(kThreadsX * kThreadsY, (Layout<T, kWords>::kMinBlocks))
+    transpose_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
+                     int64_t batch_stride, int64_t row_stride, int64_t row_tiles, int64_t col_tiles,
+                     int64_t band) {
+  using L = Layout<T, kWords>;
+  __shared__ unsigned tile[kTileCols][L::kPitch];
+  const Tile t = tile_of(row_tiles, col_tiles, band, L::kTileRows);
+  const T* xb = x + t.batch * batch_stride;
+  T* yb = y + t.batch * cols * rows;
+  const bool full = t.row0 + L::kTileRows <= rows && t.col0 + kTileCols <= cols;
+  if (full && kWordPath) {
+    word_tile<T, kWords>(xb, yb, t, rows, row_stride, tile);
+  } else if (full) {
+    element_tile<T, kWords, false>(xb, yb, t, rows, cols, row_stride, tile);
+  } else {
+    element_tile<T, kWords, true>(xb, yb, t, rows, cols, row_stride, tile);
   }
 }
 
@@ -159,36 +205,63 @@ bool aligned(const void* p, unsigned bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
 
-template <typename T>
-cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
-  using L = Layout<T>;
+struct Grid {
+  dim3 blocks;
+  int64_t row_tiles;
+  int64_t col_tiles;
+  int64_t band;  // 0: the 3-D grid in row order
+};
+
+// Row order takes the 3-D grid (band 0 in the kernel) wherever it fits the grid's limits.
+Grid grid_of(const TransposeArgs& a, int tile_rows) {
+  Grid g;
+  g.row_tiles = ceil_div(a.rows, tile_rows);
+  g.col_tiles = ceil_div(a.cols, kTileCols);
+  const bool grid3 = a.band <= 1 && g.row_tiles <= 65535 && a.batch <= 65535;
+  g.blocks = grid3 ? dim3(static_cast<unsigned>(g.col_tiles), static_cast<unsigned>(g.row_tiles),
+                          static_cast<unsigned>(a.batch))
+                   : dim3(static_cast<unsigned>(a.batch * g.row_tiles * g.col_tiles));
+  g.band = grid3 ? 0 : banded_height(a.band, g.row_tiles);
+  return g;
+}
+
+template <typename T, int kWords>
+cudaError_t launch_tiles(const TransposeArgs& a, bool word_path, cudaStream_t stream) {
+  const Grid g = grid_of(a, Layout<T, kWords>::kTileRows);
+  if (a.batch * g.row_tiles * g.col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
   const T* x = static_cast<const T*>(a.x);
   T* y = static_cast<T*>(a.y);
-  const int64_t row_tiles = ceil_div(a.rows, L::kTileRows);
-  const int64_t col_tiles = ceil_div(a.cols, kTileCols);
-  const int64_t tiles = a.batch * row_tiles * col_tiles;
-  if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
+  const dim3 block(kThreadsX, kThreadsY);
+  if (word_path) {
+    transpose_kernel<T, kWords, true><<<g.blocks, block, 0, stream>>>(
+        x, y, a.rows, a.cols, a.batch_stride, a.row_stride, g.row_tiles, g.col_tiles, g.band);
+  } else {
+    transpose_kernel<T, kWords, false><<<g.blocks, block, 0, stream>>>(
+        x, y, a.rows, a.cols, a.batch_stride, a.row_stride, g.row_tiles, g.col_tiles, g.band);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
   // Word path: fp32 reads 8-byte pairs of columns; 16-bit reads 4-byte pairs of columns from two
   // rows and writes 4-byte pairs of columns of y, whose rows then need an even length.
   const bool strides_even = a.row_stride % 2 == 0 && (a.batch == 1 || a.batch_stride % 2 == 0);
   const bool word_path = sizeof(T) == 4
-                             ? aligned(x, 8) && strides_even
-                             : aligned(x, 4) && aligned(y, 4) && strides_even && a.rows % 2 == 0;
-  const dim3 block(kThreadsX, kThreadsY);
-  // Row order takes the 3-D grid (band 0 in the kernel) wherever it fits the grid's limits.
-  const bool grid3 = a.band <= 1 && row_tiles <= 65535 && a.batch <= 65535;
-  const dim3 grid = grid3 ? dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles),
-                                 static_cast<unsigned>(a.batch))
-                          : dim3(static_cast<unsigned>(tiles));
-  const int64_t band = grid3 ? 0 : banded_height(a.band, row_tiles);
-  if (word_path) {
-    transpose_kernel<T, true><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
-                                                          a.row_stride, row_tiles, col_tiles, band);
-  } else {
-    transpose_kernel<T, false><<<grid, block, 0, stream>>>(x, y, a.rows, a.cols, a.batch_stride,
-                                                           a.row_stride, row_tiles, col_tiles, band);
+                             ? aligned(a.x, 8) && strides_even
+                             : aligned(a.x, 4) && aligned(a.y, 4) && strides_even && a.rows % 2 == 0;
+  int words = a.tile_words;
+  if (words == 0) {
+    // 32 word-rows where the 64-word grid is under two waves of resident blocks. Measured on the
+    // H200 (scripts/tune/specs/transpose_tiles.yaml, three runs, results/h200/issue15/2026-12-02b/):
+    // 32 was 1-37% faster from 128 to 1,024 tiles of 64 (fp32 2048^2: 8.9 against 9.3 us), within
+    // 1.3% at 2,048, and 64 was 3-17% faster from 2,080 up (4095 x 4097, 4096^2 fp32).
+    const int64_t tiles64 = a.batch * ceil_div(a.rows, Layout<T, 64>::kTileRows) * ceil_div(a.cols, kTileCols);
+    words = tiles64 < 2 * int64_t{Layout<T, 64>::kMinBlocks} * sm_count() ? 32 : 64;
   }
-  return cudaGetLastError();
+  if (words == 32) return launch_tiles<T, 32>(a, word_path, stream);
+  if (words == 64) return launch_tiles<T, 64>(a, word_path, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace

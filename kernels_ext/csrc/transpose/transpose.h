@@ -21,6 +21,7 @@ struct TransposeArgs {
   int64_t batch_stride;
   int64_t row_stride;
   int64_t band = 1;  // row tiles per band of the tile order (tile_order.cuh); 1: row order
+  int tile_words = 0;  // word-rows of the smem kernel's tile: 32 or 64; 0: by the size (transpose.cu)
 };
 
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
