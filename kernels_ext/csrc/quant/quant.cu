@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/convert.cuh"
 #include "../common/grid.cuh"
@@ -128,6 +129,17 @@ __device__ __forceinline__ void quantise_pack(uint8_t* out, const Pack<T, VEC>& 
 
 // ---------------------------------------------------------------- elementwise quantisation
 
+// The kUnroll packs of a thread's units from `base` (units at or past nvec left alone).
+template <typename T, int VEC>
+__device__ __forceinline__ void load_units(const T* __restrict__ x, int64_t base, int64_t nvec,
+                                           Pack<T, VEC> (&p)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t iv = base + int64_t{u} * kThreads;
+    if (iv < nvec) p[u] = load_pack<T, VEC>(x + iv * VEC);
+  }
+}
+
 enum class ScaleFrom { kTensor, kAmax };
 
 template <class V, ScaleFrom kFrom>
@@ -137,6 +149,13 @@ __global__ void __launch_bounds__(kThreads)
   using T = typename V::T;
   constexpr int VEC = V::VEC;
   constexpr int64_t kTile = int64_t{kThreads} * kUnroll;
+  const int64_t nvec = n / VEC;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kTile;
+  int64_t base = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  // The first packs are loaded before the scale is read: the scale's reciprocal branches, and
+  // loads behind a branch wait for it, which put a second DRAM round trip into small calls.
+  Pack<T, VEC> p[kUnroll];
+  load_units<T, VEC>(x, base, nvec, p);
   float scale;
   if constexpr (kFrom == ScaleFrom::kTensor) {
     scale = __ldg(static_cast<const float*>(scale_src));
@@ -147,20 +166,13 @@ __global__ void __launch_bounds__(kThreads)
   }
   const bool fast = fp8::fast_scale(scale);
   const float r = fp8::reciprocal(scale);
-  const int64_t nvec = n / VEC;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x; base < nvec;
-       base += static_cast<int64_t>(gridDim.x) * kTile) {
-    Pack<T, VEC> p[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = base + int64_t{u} * kThreads;
-      if (iv < nvec) p[u] = load_pack<T, VEC>(x + iv * VEC);
-    }
+  for (; base < nvec; base += step) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t iv = base + int64_t{u} * kThreads;
       if (iv < nvec) quantise_pack<T, VEC>(q + iv * VEC, p[u], scale, fast, r);
     }
+    load_units<T, VEC>(x, base + step, nvec, p);
   }
   if (blockIdx.x == 0) {  // the n % VEC tail
     const int64_t t = nvec * VEC + threadIdx.x;
@@ -183,11 +195,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
        base < nvec; base += stride) {
     Pack<T, VEC> p[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t iv = base + int64_t{u} * kThreads;
-      if (iv < nvec) p[u] = load_pack<T, VEC>(x + iv * VEC);
-    }
+    load_units<T, VEC>(x, base, nvec, p);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t iv = base + int64_t{u} * kThreads;
@@ -277,6 +285,33 @@ __global__ void __launch_bounds__(kStreamThreads)
 
 // ---------------------------------------------------------------- dequantisation
 
+// VEC fp8 e4m3 bytes moved as one word (VEC = 8, 4 or 1) and decoded into floats.
+template <int VEC>
+struct FP8Units {
+  using Word = std::conditional_t<VEC == 8, uint2, std::conditional_t<VEC == 4, unsigned, uint8_t>>;
+  static __device__ __forceinline__ Word load(const uint8_t* src) {
+    return __ldg(reinterpret_cast<const Word*>(src));
+  }
+  static __device__ __forceinline__ void decode(Word w, float (&f)[VEC]) {
+    if constexpr (VEC == 1) {
+      f[0] = __half2float(__half(__nv_cvt_fp8_to_halfraw(w, __NV_E4M3)));
+    } else {
+      unsigned short pairs[VEC / 2];
+      if constexpr (VEC == 8) {
+        pairs[0] = w.x & 0xffff, pairs[1] = w.x >> 16, pairs[2] = w.y & 0xffff, pairs[3] = w.y >> 16;
+      } else {
+        pairs[0] = w & 0xffff, pairs[1] = w >> 16;
+      }
+#pragma unroll
+      for (int i = 0; i < VEC / 2; ++i) {
+        const float2 h = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
+        f[2 * i] = h.x;
+        f[2 * i + 1] = h.y;
+      }
+    }
+  }
+};
+
 // Units of VEC fp8 bytes -> one pack of T. Per-row scales look up the unit's row.
 template <class V, bool kPerRow>
 __global__ void __launch_bounds__(kThreads)
@@ -285,47 +320,41 @@ __global__ void __launch_bounds__(kThreads)
   using T = typename V::T;
   constexpr int VEC = V::VEC;
   constexpr int64_t kTile = int64_t{kThreads} * kUnroll;
-  const float tensor_scale = kPerRow ? 0.f : __ldg(scale);
+  using Raw = FP8Units<VEC>;
   const int64_t nvec = n / VEC;  // per-row: cols % VEC == 0, so units never straddle rows
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x; base < nvec;
        base += static_cast<int64_t>(gridDim.x) * kTile) {
+    // Every unit's bytes (and row scale) are loaded before any is stored: a store through a
+    // generic pointer ahead of the next load would make the units one DRAM round trip each.
+    typename Raw::Word raw[kUnroll];
+    float s[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t iv = base + int64_t{u} * kThreads;
+      if (iv < nvec) {
+        raw[u] = Raw::load(q + iv * VEC);
+        if constexpr (kPerRow) s[u] = __ldg(scale + (iv * VEC) / cols);
+      }
+    }
+    const float tensor_scale = kPerRow ? 0.f : __ldg(scale);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t iv = base + int64_t{u} * kThreads;
       if (iv >= nvec) continue;
-      const float s = kPerRow ? __ldg(scale + (iv * VEC) / cols) : tensor_scale;
       float f[VEC];
-      const uint8_t* src = q + iv * VEC;
-      if constexpr (VEC == 1) {
-        f[0] = __half2float(__half(__nv_cvt_fp8_to_halfraw(__ldg(src), __NV_E4M3)));
-      } else {
-        unsigned short pairs[VEC / 2];
-        if constexpr (VEC == 8) {
-          const uint2 w = __ldg(reinterpret_cast<const uint2*>(src));
-          pairs[0] = w.x & 0xffff, pairs[1] = w.x >> 16, pairs[2] = w.y & 0xffff, pairs[3] = w.y >> 16;
-        } else {
-          static_assert(VEC == 4, "unsupported width");
-          const unsigned w = __ldg(reinterpret_cast<const unsigned*>(src));
-          pairs[0] = w & 0xffff, pairs[1] = w >> 16;
-        }
+      Raw::decode(raw[u], f);
+      const float su = kPerRow ? s[u] : tensor_scale;
 #pragma unroll
-        for (int i = 0; i < VEC / 2; ++i) {
-          const float2 h = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
-          f[2 * i] = h.x;
-          f[2 * i + 1] = h.y;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) f[i] = __fmul_rn(f[i], s);
+      for (int i = 0; i < VEC; ++i) f[i] = __fmul_rn(f[i], su);
       store_pack<T, VEC>(y + iv * VEC, pack<T, VEC>(f));
     }
   }
   if (blockIdx.x == 0) {
     const int64_t t = nvec * VEC + threadIdx.x;
     if (t < n) {
-      const float s = kPerRow ? __ldg(scale + t / cols) : tensor_scale;
-      const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(__ldg(q + t), __NV_E4M3)));
-      y[t] = from_float<T>(__fmul_rn(v, s));
+      float v[1];
+      FP8Units<1>::decode(__ldg(q + t), v);
+      y[t] = from_float<T>(__fmul_rn(v[0], __ldg(kPerRow ? scale + t / cols : scale)));
     }
   }
 }
