@@ -64,7 +64,8 @@ cudaEvent_t queue_index_check(const at::Tensor& indices, int64_t vocab, const at
 
 }  // namespace
 
-at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool check, c10::string_view check_order) {
+at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool check, c10::string_view check_order,
+                     int64_t units) {
   SK_CHECK_VALUE(table.stride(1) == 1 || table.size(1) <= 1,
                     "solbench_kernels::embedding: table rows must be contiguous (stride ", table.stride(1), ")");
   std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
@@ -90,7 +91,8 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& indices, bool ch
                         table.size(0),
                         table.size(1),
                         table.stride(0),
-                        after ? reinterpret_cast<unsigned long long*>(status.data_ptr<int64_t>()) : nullptr};
+                        after ? reinterpret_cast<unsigned long long*>(status.data_ptr<int64_t>()) : nullptr,
+                        static_cast<int>(units)};
   const cudaError_t launched = launch_embedding(a, stream);
   if (before) {
     // The gather is queued behind the pass: waiting for the pass's counts leaves the device busy.

@@ -25,7 +25,7 @@ namespace sk {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
+constexpr int kMaxUnits = 4;  // units per thread in flight, for large gathers
 
 template <typename T, int VEC>
 __device__ __forceinline__ Pack<T, VEC> nan_pack() {
@@ -36,7 +36,8 @@ __device__ __forceinline__ Pack<T, VEC> nan_pack() {
 }
 
 // Index: uint32_t when every unit number fits (a 64-bit division costs ~70 instructions).
-template <class V, typename Index>
+// kUnroll: units per thread (embedding.h: EmbeddingArgs::units).
+template <class V, typename Index, int kUnroll>
 __global__ void __launch_bounds__(kThreads)
     embedding_kernel(const typename V::T* __restrict__ table, const int64_t* __restrict__ indices,
                      typename V::T* __restrict__ out, Index total, Index packs_per_row,
@@ -133,6 +134,48 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Units per thread: kMaxUnits, except 2 for fp32 where a grid of kMaxUnits would not fill one
+// wave of resident blocks (8 of 256 threads per SM). Measured on the H200 with
+// scripts/tune/specs/embedding_units.yaml: at T = 4096 fp32, 2 units ran 3.3-4% faster than 4 in two
+// runs; bf16 ran fastest with 4 at every size; 1 unit was the slowest everywhere.
+int auto_units(int64_t total, int element_bytes) {
+  const int64_t wave = int64_t{8} * sm_count();
+  const bool under_a_wave = ceil_div(total, int64_t{kThreads} * kMaxUnits) < wave;
+  return element_bytes == 4 && under_a_wave ? 2 : kMaxUnits;
+}
+
+template <class V, int kUnroll>
+cudaError_t launch_units(const EmbeddingArgs& a, int64_t total, cudaStream_t stream) {
+  using T = typename V::T;
+  const int64_t packs_per_row = a.dim / V::VEC;
+  int64_t blocks = ceil_div(total, int64_t{kThreads} * kUnroll);
+  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+  const auto* table = static_cast<const T*>(a.table);
+  auto* out = static_cast<T*>(a.out);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  // Unit numbers stay below total + kTile: 32-bit arithmetic when that fits.
+  if (total + int64_t{kThreads} * kUnroll < (int64_t{1} << 32)) {
+    embedding_kernel<V, uint32_t, kUnroll><<<grid, kThreads, 0, stream>>>(
+        table, a.indices, out, static_cast<uint32_t>(total), static_cast<uint32_t>(packs_per_row),
+        a.vocab, a.table_stride, a.status);
+  } else {
+    embedding_kernel<V, int64_t, kUnroll><<<grid, kThreads, 0, stream>>>(
+        table, a.indices, out, total, packs_per_row, a.vocab, a.table_stride, a.status);
+  }
+  return cudaGetLastError();
+}
+
+template <class V>
+cudaError_t launch_packed(const EmbeddingArgs& a, cudaStream_t stream) {
+  const int64_t total = a.n * (a.dim / V::VEC);
+  switch (a.units != 0 ? a.units : auto_units(total, static_cast<int>(sizeof(typename V::T)))) {
+    case 1: return launch_units<V, 1>(a, total, stream);
+    case 2: return launch_units<V, 2>(a, total, stream);
+    case 4: return launch_units<V, 4>(a, total, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 cudaError_t launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
@@ -141,27 +184,7 @@ cudaError_t launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
   const int vec = vector_width(a.dtype);
   const bool vectorized = a.dim % vec == 0 && a.table_stride % vec == 0 && aligned16(a.table) &&
                           aligned16(a.out);
-  return dispatch_variant(a.dtype, vectorized, [&](auto v) {
-    using V = decltype(v);
-    using T = typename V::T;
-    const int64_t packs_per_row = a.dim / V::VEC;
-    const int64_t total = a.n * packs_per_row;
-    int64_t blocks = ceil_div(total, int64_t{kThreads} * kUnroll);
-    if (blocks > 0x7fffffff) blocks = 0x7fffffff;
-    const auto* table = static_cast<const T*>(a.table);
-    auto* out = static_cast<T*>(a.out);
-    const unsigned grid = static_cast<unsigned>(blocks);
-    // Unit numbers stay below total + kTile: 32-bit arithmetic when that fits.
-    if (total + int64_t{kThreads} * kUnroll < (int64_t{1} << 32)) {
-      embedding_kernel<V, uint32_t><<<grid, kThreads, 0, stream>>>(
-          table, a.indices, out, static_cast<uint32_t>(total),
-          static_cast<uint32_t>(packs_per_row), a.vocab, a.table_stride, a.status);
-    } else {
-      embedding_kernel<V, int64_t><<<grid, kThreads, 0, stream>>>(
-          table, a.indices, out, total, packs_per_row, a.vocab, a.table_stride, a.status);
-    }
-    return cudaGetLastError();
-  });
+  return dispatch_variant(a.dtype, vectorized, [&](auto v) { return launch_packed<decltype(v)>(a, stream); });
 }
 
 int index_check_blocks(int64_t n) {

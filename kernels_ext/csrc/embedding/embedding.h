@@ -24,6 +24,7 @@ struct EmbeddingArgs {
   int64_t dim;
   int64_t table_stride;
   unsigned long long* status;
+  int units = 0;  // 16-byte units a thread moves (1, 2 or 4); 0: by the size (embedding.cu)
 };
 
 cudaError_t launch_embedding(const EmbeddingArgs& args, cudaStream_t stream);
