@@ -121,7 +121,7 @@ def test_rope_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- transpose
-TRANSPOSE_VARIANTS = ["smem", "regs"]
+TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs"]
 
 
 @pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)
@@ -362,6 +362,20 @@ def test_embedding_is_exact(dtype, vocab, dim, idx_shape):
         assert torch.equal(kernels_ext.embedding(table, idx, check, order), F.embedding(idx, table))
     strided = rand(vocab, dim + 8, dtype=dtype, seed=15)[:, 8:]
     assert torch.equal(kernels_ext.embedding(strided, idx), F.embedding(idx, strided))
+    for units in (1, 2, 4):   # the automatic pick takes 2 or 4; every count at every size
+        poison_next((*idx_shape, dim), dtype)
+        assert torch.equal(kernels_ext.embedding(table, idx, False, "after", units), F.embedding(idx, table))
+
+
+def test_embedding_units_keep_bad_rows_nan():
+    table = rand(100, 64, seed=20)
+    idx = torch.randint(0, 100, (300,), device=DEV, generator=g(21))
+    idx[[0, 150, 299]] = torch.tensor([-5, 100, 1 << 40], device=DEV)
+    bad = (idx < 0) | (idx >= 100)
+    for units in (1, 2, 4):
+        out = kernels_ext.embedding(table, idx, False, "after", units)
+        assert bool(out[bad].isnan().all()) and torch.equal(out[~bad], F.embedding(idx[~bad], table))
+    torch.cuda.synchronize()
 
 
 @pytest.mark.parametrize("order", ["after", "before"])
