@@ -9,7 +9,7 @@
 #   configs  every wgmma tile configuration timed three ways (scripts/tune/gemm_configs.py)
 #   tests    every kernel GPU test (pytest-xdist: a crashing test costs its worker, not the run)
 #   harness  the GPU tests of the measure package and the traps
-#   fp8      solbench run of the FP8 quantisation specs with their compiled peers
+#   fp8      solbench run of the FP8 quantisation specs with their compiled peers, and the FP8 GPU tests
 #   gemm     solbench run --ops gemm,gemm_decode,linear_residual, every impl (GEMM_RESUME=FILE reuses records)
 #   compiled the gemm torch.compile max-autotune baseline alone (bf16, the five cases)
 #   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
@@ -27,6 +27,11 @@
 #   transpose solbench run --ops transpose,transpose_batched (eager, compiled, ours) and the transpose GPU tests
 #   tprobe   the transpose kernels and experiments beside a copy (scripts/tune/transpose_probe.cu)
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
+#   ttiles   the smem transpose's two tiles under solbench run (scripts/tune/specs/transpose_tiles.yaml)
+#   eunits   embedding's units per thread under solbench run, beside eager and compiled (scripts/tune/specs/embedding_units.yaml)
+#   small    the small case of every issue-6 family (softmax, norms, row_sum, maps) beside eager and torch.compile
+#   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py)
+#   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours)
@@ -74,6 +79,8 @@ stage_harness() {
 stage_fp8() {
   timeout 200 solbench run --ops fp8_quant,fp8_quant_dynamic,fp8_quant_rows,fp8_dequant --dtypes bfloat16 \
     --impls eager,compiled,cuda --budget 0.2 --json "$OUT/fp8.json" --out $RUNS
+  python3 scripts/h200/families_summary.py "$OUT/fp8.json"
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "fp8" -rfE 2>&1 | tail -4
 }
 stage_gemm() {  # GEMM_RESUME=FILE: reuse its records (the compiled stage's, from an earlier call)
   local resume=()
@@ -163,6 +170,32 @@ stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's c
     --json "$OUT/transpose_bands.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+}
+stage_ttiles() {  # the smem transpose's 32- and 64-word tiles and the automatic pick, timed by solbench run
+  timeout 150 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
+    --json "$OUT/transpose_tiles.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/transpose_tiles.json"
+}
+stage_eunits() {  # embedding's 1, 2 and 4 units per thread and the automatic pick, beside eager and compiled
+  timeout 200 solbench run --specs scripts/tune/specs --ops embedding_units --budget 0.3 \
+    --json "$OUT/embedding_units.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/embedding_units.json"
+}
+stage_small() {  # the first (small) case of the issue-6 families beside eager and torch.compile (issue 15's small shapes)
+  timeout 240 solbench run --ops softmax,rmsnorm,layernorm,row_sum,gelu,silu,swiglu,add --quick \
+    --impls eager,compiled,cuda --budget 0.3 --json "$OUT/small.json" --out $RUNS
+  python3 scripts/h200/families_summary.py "$OUT/small.json"
+}
+stage_tncu() {  # ncu sections of our element-path transpose beside torch.compile's kernel on the same odd sizes
+  timeout 200 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section Occupancy --section LaunchStats \
+    -o "$OUT/transpose_ncu" python3 scripts/tune/transpose_ncu.py || return 1
+  ncu --import "$OUT/transpose_ncu.ncu-rep" --page details > "$OUT/transpose_ncu.txt"
+  ncu --import "$OUT/transpose_ncu.ncu-rep" --page raw --csv > "$OUT/transpose_ncu_raw.csv"
+  grep -E "transpose|triton|Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Stall" "$OUT/transpose_ncu.txt" | head -80
+}
+stage_inductor() {  # the Triton kernels torch.compile generates for the small baselines, and their launch dims
+  TORCH_LOGS=output_code timeout 200 python3 scripts/tune/inductor_kernels.py --out "$OUT" 2> "$OUT/inductor_code.log"
 }
 stage_nms() {  # NMS beside torchvision.ops.nms, and its GPU tests
   timeout 150 solbench run --ops nms --impls torchvision,cuda --budget 0.3 --json "$OUT/nms.json" --out $RUNS
