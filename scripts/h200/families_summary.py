@@ -6,12 +6,15 @@ One row per op and dtype for its small case (the spec's first), any case a targe
 each kernel variant's time, its SOL against the measured copy bandwidth (the issue's yardstick;
 the harness's own SOL is against the datasheet), and x = baseline time / ours for eager,
 torch.compile and torchvision. Then every case of the file, odd sizes included, where a baseline
-ran faster than our fastest implementation, and every record that is not `ok`.
+ran faster than our fastest implementation, each with whether the gap is beyond the two records'
+noise (2 sigma of the difference, from each median's relative standard error, run-to-run variation
+included: time_s.rse), and every record that is not `ok`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -68,18 +71,32 @@ def table(records: list[Record], copy_gbps: float) -> list[str]:
     return lines
 
 
+def noise_note(ours: Record, base: Record) -> str:
+    """Whether base's lead over ours exceeds 2 sigma of the log ratio of their medians."""
+    rse = [r.time_s.get("rse") for r in (ours, base)]
+    if any(v is None for v in rse):
+        return ""
+    two_sigma = 2 * math.hypot(*rse)
+    gap = math.log(us(ours) / us(base))
+    verdict = "beyond" if gap > two_sigma else "within"
+    return f", {verdict} one run's noise: 2 sigma {100 * two_sigma:.1f}%"
+
+
 def slower_cases(records: list[Record]) -> list[str]:
     """Every (op, case, dtype) where a baseline's median is below our fastest implementation's."""
     lines = []
     for op, case, dtype in dict.fromkeys((r.op, r.case, r.dtype) for r in records):
         by = {r.impl: r for r in records if (r.op, r.case, r.dtype) == (op, case, dtype)}
-        best = min((t for i in OURS if (t := us(by.get(i)))), default=None)
-        if best is None:
+        timed = [by[i] for i in OURS if us(by.get(i))]
+        if not timed:
             continue
+        fastest = min(timed, key=us)
+        best = us(fastest)
         for r in by.values():
             t = us(r)
             if r.is_baseline and t and t < best:
-                lines.append(f"  {op} {case} {dtype}: ours {best:.2f} us, {r.impl} {t:.2f} us ({t / best:.2f}x)")
+                lines.append(f"  {op} {case} {dtype}: ours {best:.2f} us, {r.impl} {t:.2f} us ({t / best:.2f}x"
+                             f"{noise_note(fastest, r)})")
     return lines
 
 
