@@ -89,7 +89,9 @@ def measure_cpu_bandwidth(nbytes: int, chunk_bytes: int, window_s: float = CPU_R
     """
     import torch
 
-    chunks = max(2, nbytes // chunk_bytes)
+    # Rounded up: the working set must reach nbytes (CPU_CACHE_MULTIPLE times the caches), and a
+    # cache that is no multiple of the chunk (480 MiB of L3 here, 64 MiB chunks) left it short.
+    chunks = max(2, -(-nbytes // chunk_bytes))
     # Bandwidth does not depend on the values, and torch.rand of 256 MiB alone takes over a second.
     src = torch.empty(chunks, chunk_bytes // 8).fill_(1.25)
     dst = torch.empty_like(src)
