@@ -29,6 +29,7 @@
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   ttiles   the smem transpose's two tiles under solbench run (scripts/tune/specs/transpose_tiles.yaml)
 #   eunits   embedding's units per thread under solbench run, beside eager and compiled (scripts/tune/specs/embedding_units.yaml)
+#   families scripts/h200/families_final.sh: issue 15's 15 family specs and their GPU tests (~5 min; FAMILIES_BUDGET)
 #   small    the small case of every issue-6 family (softmax, norms, row_sum, maps) beside eager and torch.compile
 #   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py)
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
@@ -181,6 +182,7 @@ stage_eunits() {  # embedding's 1, 2 and 4 units per thread and the automatic pi
     --json "$OUT/embedding_units.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/embedding_units.json"
 }
+stage_families() { FAMILIES_BUDGET=${FAMILIES_BUDGET:-0.2} bash scripts/h200/families_final.sh; }
 stage_small() {  # the first (small) case of the issue-6 families beside eager and torch.compile (issue 15's small shapes)
   timeout 240 solbench run --ops softmax,rmsnorm,layernorm,row_sum,gelu,silu,swiglu,add --quick \
     --impls eager,compiled,cuda --budget 0.3 --json "$OUT/small.json" --out $RUNS
