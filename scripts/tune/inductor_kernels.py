@@ -1,5 +1,6 @@
 """What torch.compile launches for a baseline: the Triton source Inductor generated and, from one
-profiled call, each kernel's grid, block and time. It is what our kernel is measured against at the
+profiled call, each kernel's grid, block and time (the small transposes, FP8 quantisation, embedding,
+and the issue-6 small cases it wins: softmax, rmsnorm, GELU, swiglu). It is what our kernel is measured against at the
 small and odd sizes, so reading its tiling is the first step when it wins. From the repo root, on a
 CUDA machine:
 
@@ -21,7 +22,9 @@ import torch
 
 from solbench.torch_ops import embedding as Em
 from solbench.torch_ops import layout as Lay
+from solbench.torch_ops import pointwise as Pw
 from solbench.torch_ops import quant as Qu
+from solbench.torch_ops import rows as Rw
 
 
 def cases() -> dict[str, tuple[Callable, tuple]]:
@@ -40,6 +43,12 @@ def cases() -> dict[str, tuple[Callable, tuple]]:
         "embedding_bf16_4096x1024": (Em.embedding, (rnd(32000, 1024), torch.randint(0, 32000, (4096,), device="cuda"))),
         "embedding_fp32_4096x1024": (Em.embedding, (rnd(32000, 1024, dtype=torch.float32),
                                                     torch.randint(0, 32000, (4096,), device="cuda"))),
+        # the issue-6 families' small cases that torch.compile wins (docs/PERF.md, stage small)
+        "softmax_bf16_4096x1024": (lambda x: torch.softmax(x, dim=-1), (rnd(4096, 1024),)),
+        "rmsnorm_bf16_4096x1024": (lambda x, w: Rw.rmsnorm(x, w, eps=1e-6), (rnd(4096, 1024), rnd(1024))),
+        "gelu_fp32_1024x1024": (torch.nn.functional.gelu, (rnd(1024, 1024, dtype=torch.float32),)),
+        "swiglu_fp32_1024x1024": (Pw.swiglu, (rnd(1024, 1024, dtype=torch.float32),
+                                              rnd(1024, 1024, dtype=torch.float32))),
     }
 
 
