@@ -1,7 +1,8 @@
 """What torch.compile launches for a baseline: the Triton source Inductor generated and, from one
-profiled call, each kernel's grid, block and time (the small transposes, FP8 quantisation, embedding,
-and the issue-6 small cases it wins: softmax, rmsnorm, GELU, swiglu). It is what our kernel is measured against at the
-small and odd sizes, so reading its tiling is the first step when it wins. From the repo root, on a
+profiled call, each kernel's grid, block and time. The cases are the small transposes, FP8
+quantisation, embedding, and the issue-6 small cases it wins (softmax, rmsnorm, GELU, swiglu).
+It is what our kernels are measured against at the small and odd sizes, so reading its tiling is
+the first step when it wins. From the repo root, on a
 CUDA machine:
 
     TORCH_LOGS=output_code python scripts/tune/inductor_kernels.py [--out DIR] 2> code.log
