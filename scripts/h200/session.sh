@@ -32,6 +32,7 @@
 #   families scripts/h200/families_final.sh: issue 15's 15 family specs and their GPU tests (~5 min; FAMILIES_BUDGET)
 #   small    the small case of every issue-6 family (softmax, norms, row_sum, maps) beside eager and torch.compile
 #   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py)
+#   cncu     the compute kernels that miss their targets beside cuBLAS/cuDNN: ncu full set and a clock probe (scripts/tune/compute_ncu.py)
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
@@ -195,6 +196,14 @@ stage_tncu() {  # ncu sections of our element-path transpose beside torch.compil
   ncu --import "$OUT/transpose_ncu.ncu-rep" --page details > "$OUT/transpose_ncu.txt"
   ncu --import "$OUT/transpose_ncu.ncu-rep" --page raw --csv > "$OUT/transpose_ncu_raw.csv"
   grep -E "transpose|triton|Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Stall" "$OUT/transpose_ncu.txt" | head -80
+}
+stage_cncu() {  # ncu (full set, real clocks) and an NVML clock probe of sgemm, gemm_mma, flash_mma, flash_wgmma beside cuBLAS / cuDNN
+  timeout 120 python3 scripts/tune/compute_ncu.py --clocks --out "$OUT/compute_clocks.json" || return 1
+  timeout 300 ncu --profile-from-start off --clock-control none --set full --import-source yes \
+    -o "$OUT/compute_ncu" python3 scripts/tune/compute_ncu.py ${CNCU_ONLY:+--only $CNCU_ONLY} || return 1
+  ncu --import "$OUT/compute_ncu.ncu-rep" --page details > "$OUT/compute_ncu.txt"
+  ncu --import "$OUT/compute_ncu.ncu-rep" --page raw --csv > "$OUT/compute_ncu_raw.csv"
+  grep -E "^  [a-z_]|Duration|SM Frequency|Issue Slots Busy|Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Bank Conflicts|Achieved Occupancy|Registers Per" "$OUT/compute_ncu.txt" | head -150
 }
 stage_inductor() {  # the Triton kernels torch.compile generates for the small baselines, and their launch dims
   TORCH_LOGS=output_code timeout 200 python3 scripts/tune/inductor_kernels.py --out "$OUT" 2> "$OUT/inductor_code.log"

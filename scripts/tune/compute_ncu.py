@@ -1,0 +1,178 @@
+"""The compute-bound kernels that miss their targets, beside the library each is compared with,
+under Nsight Compute and under a clock probe. On a CUDA machine, from the repo root:
+
+    ncu --profile-from-start off --clock-control none --set full -o out \\
+        python scripts/tune/compute_ncu.py
+    python scripts/tune/compute_ncu.py --clocks --out clocks.json
+
+Profiled (each warmed up and checked, then launched once between cudaProfilerStart/Stop):
+sgemm (bk32) and cuBLAS fp32 at 4096^3; gemm_mma (bk64) at 4096^3 bf16; flash_attention_mma,
+flash_attention_wgmma_persistent and cuDNN at B=4, H=32, S=4096, D=128, non-causal.
+
+--clocks instead runs each kernel back to back for about two seconds while NVML samples the SM
+clock and the board power every 20 ms, and writes what it saw with the achieved TFLOP/s:
+whether a kernel is held back by the clock (power) or by its instruction stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import kernels_ext
+
+
+@dataclass
+class Case:
+    name: str
+    flops: float
+    fn: Callable[[], torch.Tensor]
+    want: torch.Tensor
+    rtol: float
+
+
+def gemm_cases(g: torch.Generator) -> list[Case]:
+    n = 4096
+    a32 = torch.randn(n, n, generator=g, device="cuda")
+    w32 = torch.randn(n, n, generator=g, device="cuda")
+    a16, w16 = a32.bfloat16(), w32.bfloat16()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    want32 = a32 @ w32.T
+    want16 = (a16.float() @ w16.float().T)
+    flops = 2.0 * n**3
+    return [
+        Case("sgemm_bk32", flops, lambda: kernels_ext.sgemm(a32, w32, config="bk32"), want32, 1e-4),
+        Case("cublas_fp32", flops, lambda: a32 @ w32.T, want32, 1e-4),
+        Case("gemm_mma_bk64", flops, lambda: kernels_ext.gemm_mma(a16, w16, config="bk64"), want16, 2e-2),
+        Case("cublas_bf16", flops, lambda: a16 @ w16.T, want16, 2e-2),
+    ]
+
+
+def attention_cases(g: torch.Generator) -> list[Case]:
+    b, h, s, d = 4, 32, 4096, 128
+    q, k, v = (torch.randn(b, h, s, d, generator=g, device="cuda").bfloat16() for _ in range(3))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        want = F.scaled_dot_product_attention(q, k, v)
+
+    def cudnn() -> torch.Tensor:
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    flops = 4.0 * b * h * s * s * d
+    return [
+        Case("flash_mma", flops, lambda: kernels_ext.flash_attention_mma(q, k, v), want, 2e-2),
+        Case("flash_wgmma_persistent", flops,
+             lambda: kernels_ext.flash_attention_wgmma_persistent(q, k, v), want, 2e-2),
+        Case("cudnn", flops, cudnn, want, 2e-2),
+    ]
+
+
+def check(case: Case) -> None:
+    got = case.fn().float()
+    err = ((got - case.want.float()).norm() / case.want.float().norm()).item()
+    if err > case.rtol:
+        raise SystemExit(f"{case.name}: normwise error {err:.3g} above {case.rtol}")
+
+
+def profile_once(cases: list[Case]) -> None:
+    for case in cases:
+        for _ in range(3):
+            case.fn()
+        torch.cuda.synchronize()
+        print(f"profiling {case.name}", flush=True)
+        torch.cuda.cudart().cudaProfilerStart()
+        case.fn()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+@dataclass
+class ClockRecord:
+    name: str
+    calls: int
+    tflops: float
+    sm_clock_mhz_median: float
+    sm_clock_mhz_min: float
+    power_w_median: float
+    throttle_reasons: list[int]
+
+
+def sample_clocks(stop: threading.Event, out: list[tuple[int, float, int]]) -> None:
+    import pynvml
+
+    pynvml.nvmlInit()
+    dev = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    while not stop.is_set():
+        clock = pynvml.nvmlDeviceGetClockInfo(dev, pynvml.NVML_CLOCK_SM)
+        power = pynvml.nvmlDeviceGetPowerUsage(dev) / 1000.0
+        reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(dev)
+        out.append((clock, power, reasons))
+        time.sleep(0.02)
+
+
+def clock_probe(case: Case, seconds: float = 2.0) -> ClockRecord:
+    for _ in range(3):
+        case.fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    case.fn()
+    end.record()
+    end.synchronize()
+    calls = max(10, int(seconds * 1000.0 / max(start.elapsed_time(end), 1e-3)))
+    samples: list[tuple[int, float, int]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_clocks, args=(stop, samples))
+    sampler.start()
+    time.sleep(0.05)
+    start.record()
+    for _ in range(calls):
+        case.fn()
+    end.record()
+    end.synchronize()
+    stop.set()
+    sampler.join()
+    ms = start.elapsed_time(end) / calls
+    clocks = [c for c, _, _ in samples]
+    return ClockRecord(case.name, calls, case.flops / (ms * 1e-3) / 1e12,
+                       statistics.median(clocks), min(clocks),
+                       statistics.median(p for _, p, _ in samples),
+                       sorted({r for _, _, r in samples}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clocks", action="store_true", help="clock and power probe instead of one launch each")
+    ap.add_argument("--out", default="compute_clocks.json", help="where --clocks writes its records")
+    ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
+    args = ap.parse_args()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    cases = gemm_cases(g) + attention_cases(g)
+    if args.only:
+        keep = set(args.only.split(","))
+        cases = [c for c in cases if c.name in keep]
+    for case in cases:
+        check(case)
+    if not args.clocks:
+        profile_once(cases)
+        return
+    records = [clock_probe(c) for c in cases]
+    with open(args.out, "w") as f:
+        json.dump([asdict(r) for r in records], f, indent=1)
+    print(f"{'kernel':26} {'TFLOP/s':>8} {'SM MHz':>7} {'min':>6} {'W':>6}  reasons")
+    for r in records:
+        print(f"{r.name:26} {r.tflops:8.1f} {r.sm_clock_mhz_median:7.0f} {r.sm_clock_mhz_min:6.0f} "
+              f"{r.power_w_median:6.0f}  {r.throttle_reasons}")
+
+
+if __name__ == "__main__":
+    main()
