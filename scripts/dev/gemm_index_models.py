@@ -8,7 +8,8 @@ get wrong, by following their C++ line by line (same names, same arithmetic):
     k-permutation shared by the mma.sync A and B fragments (PTX m16n8k16 layouts), the W and x
     register rings with their zero-filled tails, the K-split reduction, the library's CTA shapes and an interleaved one;
   - sgemm_fp32 Loader32 (sgemm_fp32.cu): every [k][row] slot of a stage written once with the
-    right element or zero, on the unpredicated interior path and the predicated one;
+    right element or zero, on the unpredicated interior path and the predicated one, with 256
+    threads (bk16, bk32) and 128 (r8x16);
   - hgemm_mma bk64 InteriorCopies (hgemm_mma.cu): the same 16-byte chunks at the same swizzled
     offsets as the general loader.
 The models say nothing about timing, and a model can share a misreading of the PTX with the
@@ -148,7 +149,8 @@ def check_decode_mma() -> None:
 SG_PITCH = 132
 
 
-def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int, kt: int) -> None:
+def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int, kt: int,
+                threads: int = 256) -> None:
     m, k = a_mat.shape
     n = w_mat.shape[0]
     af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
@@ -162,11 +164,12 @@ def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int,
         stage[dst] = flat[src] if valid else 0.0
 
     interior = m0 + 128 <= m and n0 + 128 <= n
-    for tid in range(256):
+    copies, step = 128 * 16 // threads, threads // 16      # CopyPattern<kThreads>
+    for tid in range(threads):
         kk = tid % 8 + 8 * ((tid // 32) % 2)
         row0 = (tid // 8) % 4 + 4 * (tid // 64)
-        rows_a = [m0 + row0 + 16 * i < m for i in range(8)]
-        rows_w = [n0 + row0 + 16 * i < n for i in range(8)]
+        rows_a = [m0 + row0 + step * i < m for i in range(copies)]
+        rows_w = [n0 + row0 + step * i < n for i in range(copies)]
         pa0 = min(m0 + row0, m - 1) * k + kk
         pw0 = min(n0 + row0, n - 1) * k + kk
         sa = kk * SG_PITCH + row0
@@ -174,22 +177,22 @@ def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int,
         half = 16 * SG_PITCH
         if bk == 32 and interior and (kt + 1) * bk <= k:
             pa, pw = pa0 + kt * bk, pw0 + kt * bk
-            for i in range(8):
-                cp(sa + 16 * i, af, pa, True)
-                cp(sa + 16 * i + half, af, pa + 16, True)
-                cp(sw + 16 * i, wf, pw, True)
-                cp(sw + 16 * i + half, wf, pw + 16, True)
-                pa, pw = pa + 16 * k, pw + 16 * k
+            for i in range(copies):
+                cp(sa + step * i, af, pa, True)
+                cp(sa + step * i + half, af, pa + 16, True)
+                cp(sw + step * i, wf, pw, True)
+                cp(sw + step * i + half, wf, pw + 16, True)
+                pa, pw = pa + step * k, pw + step * k
             continue
         for h in range(bk // 16):
             in_k = kt * bk + 16 * h + kk < k
             koff = kt * bk + 16 * h if in_k else 0
             pa, pw = pa0 + koff, pw0 + koff
-            for i in range(8):
+            for i in range(copies):
                 va, vw = in_k and rows_a[i], in_k and rows_w[i]
-                cp(sa + h * half + 16 * i, af, pa if va else 0, va)
-                cp(sw + h * half + 16 * i, wf, pw if vw else 0, vw)
-                pa, pw = pa + 16 * k, pw + 16 * k
+                cp(sa + h * half + step * i, af, pa if va else 0, va)
+                cp(sw + h * half + step * i, wf, pw if vw else 0, vw)
+                pa, pw = pa + step * k, pw + step * k
     for op, x, r0, rows in ((0, a_mat, m0, m), (1, w_mat, n0, n)):
         for kr in range(bk):
             for row in range(128):
@@ -204,12 +207,46 @@ def check_sgemm_loaders() -> None:
     rng = np.random.default_rng(1)
     for m, n, k in ((256, 256, 64), (300, 1000, 100), (129, 257, 4104), (128, 128, 32), (5, 7, 3)):
         a, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-        for bk in (16, 32):
+        # bk16 and bk32 with 256 threads (Micro8x8), bk32 with 128 (r8x16's Micro8x16)
+        for bk, threads in ((16, 256), (32, 256), (32, 128)):
             last = (k + bk - 1) // bk - 1
             for m0 in {0, ((m - 1) // 128) * 128}:
                 for n0 in {0, ((n - 1) // 128) * 128}:
                     for kt in {0, last}:
-                        sgemm_stage(bk, a, w, m0, n0, kt)
+                        sgemm_stage(bk, a, w, m0, n0, kt, threads)
+
+
+def sgemm_micro_rows_cols(micro: str, tid: int) -> tuple[list[int], list[int]]:
+    """The block-tile rows and columns of thread tid's register tile (Micro8x8 / Micro8x16)."""
+    if micro == "8x8":
+        ty, tx = tid // 16, tid % 16
+        row = [4 * ty + 64 * g for g in range(2)]
+        col = [4 * tx + 64 * g for g in range(2)]
+    else:
+        warp, lane = tid // 32, tid % 32
+        r0, c0 = 64 * (warp // 2) + 4 * (lane % 8), 64 * (warp % 2) + 4 * (lane // 8)
+        row = [r0 + 32 * g for g in range(2)]
+        col = [c0 + 16 * g for g in range(4)]
+    return [r + i for r in row for i in range(4)], [c + j for c in col for j in range(4)]
+
+
+def check_sgemm_micro_tiles() -> None:
+    """Every element of the 128 x 128 block tile belongs to exactly one thread's register tile, and
+    the distinct float4 of each warp-wide shared load are consecutive, so it takes the fewest
+    wavefronts (128 bytes each): no bank conflicts."""
+    for micro, threads in (("8x8", 256), ("8x16", 128)):
+        owner = np.zeros((128, 128), dtype=int)
+        for tid in range(threads):
+            rows, cols = sgemm_micro_rows_cols(micro, tid)
+            owner[np.ix_(rows, cols)] += 1
+        assert (owner == 1).all(), f"sgemm Micro{micro}: tile covered {owner.min()}..{owner.max()} times"
+        for warp in range(threads // 32):
+            tiles = [sgemm_micro_rows_cols(micro, 32 * warp + lane) for lane in range(32)]
+            for part in (0, 1):   # A loads (rows), then W loads (columns)
+                for g in range(len(tiles[0][part]) // 4):
+                    starts = {t[part][4 * g] for t in tiles}
+                    span = 4 * (max(starts) - min(starts) + 4)
+                    assert span == 16 * len(starts), f"sgemm Micro{micro} warp {warp}: float4 loads with gaps"
 
 
 # ------------------------------------------------------------------------- hgemm_mma bk64
@@ -248,7 +285,7 @@ def check_mma_interior_copies() -> None:
 
 
 def main() -> int:
-    checks = (check_decode_mma, check_sgemm_loaders, check_mma_interior_copies)
+    checks = (check_decode_mma, check_sgemm_loaders, check_sgemm_micro_tiles, check_mma_interior_copies)
     for check in checks:
         check()
         print(f"ok  {check.__name__}")

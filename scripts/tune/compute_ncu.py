@@ -6,8 +6,12 @@ under Nsight Compute and under a clock probe. On a CUDA machine, from the repo r
     python scripts/tune/compute_ncu.py --clocks --out clocks.json
 
 Profiled (each warmed up and checked, then launched once between cudaProfilerStart/Stop):
-sgemm (bk32) and cuBLAS fp32 at 4096^3; gemm_mma (bk64) at 4096^3 bf16; flash_attention_mma,
+sgemm (bk32, r8x16) and cuBLAS fp32 at 4096^3; gemm_mma (bk64, bk64_pipe) at 4096^3 bf16; flash_attention_mma,
 flash_attention_wgmma_persistent and cuDNN at B=4, H=32, S=4096, D=128, non-causal.
+
+--summarize RAW.csv prints a table from `ncu --import REP --page raw --csv`: per kernel the
+duration, SM clock, issue-slot use, tensor / FMA / MUFU pipe use and the stall reasons per issued
+instruction (no GPU needed).
 
 --clocks instead runs each kernel back to back for about two seconds while NVML samples the SM
 clock and the board power every 20 ms, and writes what it saw with the achieved TFLOP/s:
@@ -17,6 +21,7 @@ whether a kernel is held back by the clock (power) or by its instruction stream.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import threading
@@ -51,8 +56,11 @@ def gemm_cases(g: torch.Generator) -> list[Case]:
     flops = 2.0 * n**3
     return [
         Case("sgemm_bk32", flops, lambda: kernels_ext.sgemm(a32, w32, config="bk32"), want32, 1e-4),
+        Case("sgemm_r8x16", flops, lambda: kernels_ext.sgemm(a32, w32, config="r8x16"), want32, 1e-4),
         Case("cublas_fp32", flops, lambda: a32 @ w32.T, want32, 1e-4),
         Case("gemm_mma_bk64", flops, lambda: kernels_ext.gemm_mma(a16, w16, config="bk64"), want16, 2e-2),
+        Case("gemm_mma_bk64_pipe", flops, lambda: kernels_ext.gemm_mma(a16, w16, config="bk64_pipe"),
+             want16, 2e-2),
         Case("cublas_bf16", flops, lambda: a16 @ w16.T, want16, 2e-2),
     ]
 
@@ -149,12 +157,57 @@ def clock_probe(case: Case, seconds: float = 2.0) -> ClockRecord:
                        sorted({r for _, _, r in samples}))
 
 
+SUMMARY_METRICS = (
+    ("ms", "gpu__time_duration.sum", 1.0),
+    ("SM GHz", "sm__cycles_elapsed.avg.per_second", 1.0),
+    ("issue%", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("tensor%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("fma%", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    ("mufu%", "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active", 1.0),
+    ("cyc/inst", "smsp__average_warp_latency_per_inst_issued.ratio", 1.0),
+)
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+
+
+def short_name(kernel: str) -> str:
+    """`void ns::<unnamed>::f<ns::<unnamed>::A<64>, ...>(...)` -> `f<A<64>`, at most 28 characters."""
+    k = kernel.removeprefix("void ").replace("<unnamed>::", "").split("(")[0]
+    head, _, args = k.partition("<")
+    first = args.split(",")[0].split("::")[-1]
+    return (head.split("::")[-1] + ("<" + first if first else ""))[:28]
+
+
+def summarize(path: str) -> str:
+    rows = list(csv.reader(open(path)))
+    hdr, data = rows[0], rows[2:]   # row 1 holds the units
+
+    def num(row: list[str], col: str) -> float:
+        v = row[hdr.index(col)].replace(",", "") if col in hdr else ""
+        return float(v) if v else float("nan")
+
+    names = [short_name(r[hdr.index("Kernel Name")]) for r in data]
+    out = [f"{'':18}" + "".join(f"{n:>30}" for n in names)]
+    for label, col, k in SUMMARY_METRICS:
+        out.append(f"{label:18}" + "".join(f"{num(r, col) * k:30.2f}" for r in data))
+    stalls = [h for h in hdr if h.startswith(STALL_PREFIX) and h.endswith(STALL_SUFFIX)]
+    table = [(h[len(STALL_PREFIX):-len(STALL_SUFFIX)], [num(r, h) for r in data]) for h in stalls]
+    out.append("stalls per issued instruction:")
+    for name, vals in sorted(table, key=lambda t: -max(t[1])):
+        if max(vals) >= 0.1:
+            out.append(f"  {name:16}" + "".join(f"{v:30.2f}" for v in vals))
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clocks", action="store_true", help="clock and power probe instead of one launch each")
     ap.add_argument("--out", default="compute_clocks.json", help="where --clocks writes its records")
+    ap.add_argument("--summarize", metavar="RAW_CSV", help="print the table of an ncu raw CSV and exit")
     ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
     args = ap.parse_args()
+    if args.summarize:
+        print(summarize(args.summarize))
+        return
     g = torch.Generator(device="cuda").manual_seed(0)
     cases = gemm_cases(g) + attention_cases(g)
     if args.only:

@@ -10,17 +10,28 @@
 // K % 8 != 0 (rows not 16-byte aligned) takes a synchronous element-wise loader instead of
 // cp.async; the residual variant adds R in fp32 before the one rounding.
 //
-// Two k-tilings (MmaConfig):
-//   bk32  32-k tiles, 64-byte rows, 96 KiB of stages (the kernel measured on the H200:
-//         296 TFLOP/s at 8192^3, 0.44x cuBLAS). Its SASS spends ~100 instructions of copy
-//         addressing after every barrier, i.e. every 64 mma per warp, with no mma issued.
-//   bk64  64-k tiles, 128-byte rows (128B swizzle), 192 KiB of stages: half the barriers and
-//         waits per mma, and tiles wholly inside the matrix copy from per-thread row pointers
-//         with immediate offsets (a thread always copies the same 16-byte column of rows 32
-//         apart), without predicates or clamps.
+// Three k-tilings (MmaConfig):
+//   bk32       32-k tiles, 64-byte rows, 96 KiB of stages (the kernel measured on the H200:
+//              296 TFLOP/s at 8192^3, 0.44x cuBLAS). Its SASS spends ~100 instructions of copy
+//              addressing after every barrier, i.e. every 64 mma per warp, with no mma issued.
+//   bk64       64-k tiles, 128-byte rows (128B swizzle), 192 KiB of stages: half the barriers
+//              and waits per mma, and tiles wholly inside the matrix copy from per-thread row
+//              pointers with immediate offsets (a thread always copies the same 16-byte column
+//              of rows 32 apart), without predicates or clamps. 0.57x cuBLAS; Nsight Compute
+//              (4096^3): tensor pipe 64% active, stalls on ldmatrix results after the barrier
+//              (short scoreboard) and on the LSU queue (lg_throttle) that all 12 copies of a
+//              k-tile, issued at once after the barrier, fill.
+//   bk64_pipe  bk64's tiles, layout and copies in a software-pipelined main loop: fragments
+//              are double-buffered in registers and the next 16-k step's ldmatrix is issued
+//              before this step's 32 mma; the barrier moves to the last k-step of a tile (after
+//              which the next tile's first fragments are read), and the next k-tile's copies are
+//              spread 3 per k-step. Edge tiles keep bk64's predicated all-at-once loader.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <type_traits>
+#include <utility>
 
 #include "../tile/arch.cuh"
 #include "../tile/cp_async.cuh"
@@ -141,9 +152,36 @@ struct InteriorCopies {
       pw += step_w;
     }
   }
+
+  // Copies [kFirst, kFirst + kCount) of load()'s sequence (A's, then W's), so a pipelined loop
+  // can hand the LSU a few at a time instead of the whole tile at once.
+  template <int kFirst, int kCount>
+  __device__ __forceinline__ void load_part(uint32_t stage, int kt) const {
+    constexpr int kACopies = Tl::kABytes / 16 / kThreads;
+    constexpr uint32_t kRowStep = (kThreads / Tl::kChunks) * Tl::kRowBytes;
+    static_assert(kFirst + kCount <= kACopies + Tl::kBBytes / 16 / kThreads, "past the tile");
+    const T* pa = a + static_cast<int64_t>(kt) * Tl::kBK;
+    const T* pw = w + static_cast<int64_t>(kt) * Tl::kBK;
+#pragma unroll
+    for (int j = kFirst; j < kFirst + kCount; ++j) {
+      if (j < kACopies) {
+        tile::cp_async_16(stage + soff + j * kRowStep, pa + j * step_a, true);
+      } else {
+        const int i = j - kACopies;
+        tile::cp_async_16(stage + Tl::kABytes + soff + i * kRowStep, pw + i * step_w, true);
+      }
+    }
+  }
 };
 
-template <class T, class Tl, bool kVec, bool kResidual>
+// Calls f(std::integral_constant<int, 0>) ... f(<N - 1>): a k-step loop whose index is a
+// constant expression (buffer parities, copy slices and the last-step barrier are compile-time).
+template <class F, int... I>
+__device__ __forceinline__ void static_for(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+
+template <class T, class Tl, bool kVec, bool kResidual, bool kPipe>
 __global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p) {
   extern __shared__ uint4 smem_u4[];
   const uint32_t smem = tile::smem_addr(smem_u4);
@@ -180,37 +218,115 @@ __global__ void __launch_bounds__(kThreads, 1) hgemm_mma_kernel(const MmaArgs p)
     if (s < num_kt) load(smem + s * Tl::kStageBytes, s);
     tile::cp_async_commit();
   }
-  for (int kt = 0; kt < num_kt; ++kt) {
-    tile::cp_async_wait<kStages - 2>();
-    __syncthreads();  // k-tile kt landed for everyone; everyone is done with kt - 1
-    const int next = kt + kStages - 1;
-    if (next < num_kt) load(smem + (next % kStages) * Tl::kStageBytes, next);
-    tile::cp_async_commit();
-
-    const uint32_t sa = smem + (kt % kStages) * Tl::kStageBytes;
-    const uint32_t sb = sa + Tl::kABytes;
+  auto mma_step = [&](const uint32_t (&af)[4][4], const uint32_t (&bf)[4][4]) {
 #pragma unroll
-    for (int kk = 0; kk < Tl::kBK / 16; ++kk) {
-      uint32_t af[4][4], bf[4][4];
+    for (int mi = 0; mi < 4; ++mi) {
 #pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-        const int row = wm * 64 + mi * 16 + (lane % 16);
-        tile::ldmatrix_x4(af[mi], sa + Tl::offset(row, 2 * kk + lane / 16));
-      }
-#pragma unroll
-      for (int nj = 0; nj < 4; ++nj) {
-        const int row = wn * 64 + nj * 16 + (lane % 8) + 8 * (lane / 16);
-        tile::ldmatrix_x4(bf[nj], sb + Tl::offset(row, 2 * kk + (lane / 8) % 2));
-      }
-#pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb) {
-          tile::mma_m16n8k16<T>(acc[mi][nb], af[mi], bf[nb / 2][2 * (nb % 2)],
-                                bf[nb / 2][2 * (nb % 2) + 1]);
-        }
+      for (int nb = 0; nb < 8; ++nb) {
+        tile::mma_m16n8k16<T>(acc[mi][nb], af[mi], bf[nb / 2][2 * (nb % 2)],
+                              bf[nb / 2][2 * (nb % 2) + 1]);
       }
     }
+  };
+
+  if constexpr (!kPipe) {
+    for (int kt = 0; kt < num_kt; ++kt) {
+      tile::cp_async_wait<kStages - 2>();
+      __syncthreads();  // k-tile kt landed for everyone; everyone is done with kt - 1
+      const int next = kt + kStages - 1;
+      if (next < num_kt) load(smem + (next % kStages) * Tl::kStageBytes, next);
+      tile::cp_async_commit();
+
+      const uint32_t sa = smem + (kt % kStages) * Tl::kStageBytes;
+      const uint32_t sb = sa + Tl::kABytes;
+#pragma unroll
+      for (int kk = 0; kk < Tl::kBK / 16; ++kk) {
+        uint32_t af[4][4], bf[4][4];
+#pragma unroll
+        for (int mi = 0; mi < 4; ++mi) {
+          const int row = wm * 64 + mi * 16 + (lane % 16);
+          tile::ldmatrix_x4(af[mi], sa + Tl::offset(row, 2 * kk + lane / 16));
+        }
+#pragma unroll
+        for (int nj = 0; nj < 4; ++nj) {
+          const int row = wn * 64 + nj * 16 + (lane % 8) + 8 * (lane / 16);
+          tile::ldmatrix_x4(bf[nj], sb + Tl::offset(row, 2 * kk + (lane / 8) % 2));
+        }
+        mma_step(af, bf);
+      }
+    }
+  } else {
+    // Stage reuse: tile j + S - 1 is copied into stage (j - 1) % S while tile j is computed.
+    // The last ldmatrix of tile j - 1 (its last k-step's fragments) is issued one k-step before
+    // tile j - 1's last-k-step barrier, and all of tile j's copies come after that barrier, so
+    // no warp still reads a stage that is being refilled. Copies of tile j are committed as one
+    // group before tile j's barrier: at its wait<S - 2>, S - 1 + j + 1 groups are committed,
+    // so tiles 0 .. j + 1 have landed -- the tile whose first fragments follow the barrier.
+    static_assert(kFast && Tl::kBK == 64, "the pipeline splits the 64-k tiling's interior copies");
+    static_assert(kStages >= 3, "stages j - 1, j and j + 1 must be distinct");
+    constexpr int kSteps = Tl::kBK / 16;
+    constexpr int kCopies = (Tl::kABytes + Tl::kBBytes) / 16 / kThreads;
+    constexpr int kCopiesPerStep = kCopies / kSteps;
+    static_assert(kCopies % kSteps == 0, "copies do not split evenly over the k-steps");
+    static_assert(kSteps % 2 == 0, "a tile's k-step 0 must land in fragment buffer 0");
+    // With 128-byte rows, offset(row, 2 kk + h) = offset(row, h) ^ 32 kk (the swizzle XORs the
+    // chunk with row % 8, and 2 kk leaves the chunk's bit 0 alone), and 16 rows further is
+    // + 2048 with the same row % 8: one address register per operand and k-step, the mi / nj
+    // tiles at immediate offsets (bk64 keeps all 32 addresses live).
+    const uint32_t a_off = Tl::offset(wm * 64 + (lane % 16), lane / 16);
+    const uint32_t b_off = Tl::offset(wn * 64 + (lane % 8) + 8 * (lane / 16), (lane / 8) % 2);
+    auto load_frags = [&](uint32_t (&af)[4][4], uint32_t (&bf)[4][4], uint32_t stage, int kk) {
+      const uint32_t sa = stage + (a_off ^ (32u * kk));
+      const uint32_t sb = stage + Tl::kABytes + (b_off ^ (32u * kk));
+#pragma unroll
+      for (int i = 0; i < 4; ++i) tile::ldmatrix_x4(af[i], sa + i * 16 * Tl::kRowBytes);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) tile::ldmatrix_x4(bf[i], sb + i * 16 * Tl::kRowBytes);
+    };
+
+    uint32_t af[2][4][4], bf[2][4][4];   // k-step kk in buffer kk % 2 (kSteps is even)
+    tile::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile 0 landed
+    load_frags(af[0], bf[0], smem, 0);
+
+    // One k-tile; kInterior: the tile copied during it (kt + S - 1) is wholly inside the matrix.
+    auto ktile = [&](int kt, auto interior_c) {
+      constexpr bool kInterior = decltype(interior_c)::value;
+      const uint32_t stage = smem + (kt % kStages) * Tl::kStageBytes;
+      const uint32_t stage_next = smem + ((kt + 1) % kStages) * Tl::kStageBytes;
+      const int next = kt + kStages - 1;
+      const uint32_t fill = smem + (next % kStages) * Tl::kStageBytes;
+      static_for(
+          [&](auto kk_c) {
+            constexpr int kk = decltype(kk_c)::value;
+            constexpr int cur = kk % 2, nxt = (kk + 1) % 2;
+            // The predicated loader's addressing needs registers: it goes before the next
+            // fragments are loaded, while only one buffer is live.
+            if constexpr (!kInterior && kk == 0) {
+              if (next < num_kt) load_stage<T, Tl, kVec>(p, fill, m0, n0, next);
+            }
+            if constexpr (kk + 1 < kSteps) load_frags(af[nxt], bf[nxt], stage, kk + 1);
+            if constexpr (kInterior) {
+              interior.template load_part<kk * kCopiesPerStep, kCopiesPerStep>(fill, next);
+            }
+            if constexpr (kk + 1 == kSteps) {
+              tile::cp_async_commit();
+              tile::cp_async_wait<kStages - 2>();
+              // Tile kt + 1 landed for everyone, and every warp has loaded its last fragments of
+              // tile kt (at k-step kSteps - 2): tile kt + 1's copies may refill kt's stage.
+              __syncthreads();
+              // After the last tile this reads a stage no copy is writing; the result is unused.
+              load_frags(af[nxt], bf[nxt], stage_next, 0);
+            }
+            mma_step(af[cur], bf[cur]);
+          },
+          std::make_integer_sequence<int, kSteps>{});
+    };
+    // Tiles whose refill is interior first, without a branch per k-step; then the rest, whose
+    // refills (if any) are at or past fast_kt and so take the predicated loader.
+    int kt = 0;
+    for (; kt < fast_kt - (kStages - 1); ++kt) ktile(kt, std::true_type{});
+    for (; kt < num_kt; ++kt) ktile(kt, std::false_type{});
   }
   tile::cp_async_wait<0>();
 
@@ -260,7 +376,7 @@ bool rows_vectorizable(const MatmulArgs& g) {
          reinterpret_cast<uintptr_t>(g.w) % 16 == 0;
 }
 
-template <class T, class Tl, bool kVec, bool kResidual>
+template <class T, class Tl, bool kVec, bool kResidual, bool kPipe = false>
 Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
   MmaArgs p{};
   p.a = g.a;
@@ -276,7 +392,7 @@ Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
   p.ldr = g.ldr;
   p.tiles_m = static_cast<int>((g.m + kBM - 1) / kBM);
   p.tiles_n = static_cast<int>((g.n + kBN - 1) / kBN);
-  auto kernel = hgemm_mma_kernel<T, Tl, kVec, kResidual>;
+  auto kernel = hgemm_mma_kernel<T, Tl, kVec, kResidual, kPipe>;
   cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes);
   if (e != cudaSuccess) return from_cuda(e, "cudaFuncSetAttribute(shared memory)");
@@ -294,6 +410,11 @@ Status run_mma_config(const MatmulArgs& g, MmaConfig config, cudaStream_t stream
   if constexpr (!kResidual) {   // the residual epilogue runs the 32-k tiling only
     // auto: bk64 (0.50-0.57x cuBLAS vs bk32's 0.36-0.40x, results/h200/issue13/gemm.json) where
     // its stages fit in one block's shared memory (not on sm_80's 163 KiB or sm_86/89's 99 KiB).
+    // bk64_pipe is not auto until it is measured against bk64 on the H200. Where its stages do
+    // not fit it runs bk32, as auto does.
+    const bool pipe =
+        config == MmaConfig::kBk64Pipe && max_smem_optin() >= Tiling<64>::kSmemBytes;
+    if (pipe) return run_mma<T, Tiling<64>, true, false, true>(g, stream);
     const bool bk64 = config == MmaConfig::kBk64 ||
                       (config == MmaConfig::kAuto && max_smem_optin() >= Tiling<64>::kSmemBytes);
     if (bk64) return run_mma<T, Tiling<64>, true, false>(g, stream);
@@ -327,6 +448,7 @@ const char* mma_config_name(MmaConfig c) {
     case MmaConfig::kAuto: return "auto";
     case MmaConfig::kBk32: return "bk32";
     case MmaConfig::kBk64: return "bk64";
+    case MmaConfig::kBk64Pipe: return "bk64_pipe";
   }
   return "unknown";
 }
