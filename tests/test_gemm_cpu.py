@@ -183,7 +183,7 @@ def test_bench_summary_lists_timings_and_failures_only():
 
 
 @pytest.mark.parametrize("check", ["check_decode_mma", "check_sgemm_loaders", "check_sgemm_micro_tiles",
-                                   "check_mma_interior_copies"])
+                                   "check_mma_interior_copies", "check_mma_pipe"])
 def test_index_models_of_the_round2_kernels_match_numpy(check):
     # Lane-level models of gemm_decode_mma's fragments and rings, sgemm's bk32 copies and
     # gemm_mma's bk64 interior copies (they follow the C++ line by line; see the module doc).

@@ -8,10 +8,10 @@ get wrong, by following their C++ line by line (same names, same arithmetic):
     k-permutation shared by the mma.sync A and B fragments (PTX m16n8k16 layouts), the W and x
     register rings with their zero-filled tails, the K-split reduction, the library's CTA shapes and an interleaved one;
   - sgemm_fp32 Loader32 (sgemm_fp32.cu): every [k][row] slot of a stage written once with the
-    right element or zero, on the unpredicated interior path and the predicated one, with 256
-    threads (bk16, bk32) and 128 (r8x16);
+    right element or zero, on the unpredicated interior path and the predicated one;
   - hgemm_mma bk64 InteriorCopies (hgemm_mma.cu): the same 16-byte chunks at the same swizzled
-    offsets as the general loader.
+    offsets as the general loader; bk64_pipe's copy slices, fragment addresses and the order of
+    its copies, waits, barriers and ldmatrix reads (no stage read while it is refilled).
 The models say nothing about timing, and a model can share a misreading of the PTX with the
 kernel; the GPU tests (tests/gpu/test_gemm.py) are the real check.
 """
@@ -149,8 +149,7 @@ def check_decode_mma() -> None:
 SG_PITCH = 132
 
 
-def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int, kt: int,
-                threads: int = 256) -> None:
+def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int, kt: int) -> None:
     m, k = a_mat.shape
     n = w_mat.shape[0]
     af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
@@ -164,12 +163,11 @@ def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int,
         stage[dst] = flat[src] if valid else 0.0
 
     interior = m0 + 128 <= m and n0 + 128 <= n
-    copies, step = 128 * 16 // threads, threads // 16      # CopyPattern<kThreads>
-    for tid in range(threads):
+    for tid in range(256):
         kk = tid % 8 + 8 * ((tid // 32) % 2)
         row0 = (tid // 8) % 4 + 4 * (tid // 64)
-        rows_a = [m0 + row0 + step * i < m for i in range(copies)]
-        rows_w = [n0 + row0 + step * i < n for i in range(copies)]
+        rows_a = [m0 + row0 + 16 * i < m for i in range(8)]
+        rows_w = [n0 + row0 + 16 * i < n for i in range(8)]
         pa0 = min(m0 + row0, m - 1) * k + kk
         pw0 = min(n0 + row0, n - 1) * k + kk
         sa = kk * SG_PITCH + row0
@@ -177,22 +175,22 @@ def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int,
         half = 16 * SG_PITCH
         if bk == 32 and interior and (kt + 1) * bk <= k:
             pa, pw = pa0 + kt * bk, pw0 + kt * bk
-            for i in range(copies):
-                cp(sa + step * i, af, pa, True)
-                cp(sa + step * i + half, af, pa + 16, True)
-                cp(sw + step * i, wf, pw, True)
-                cp(sw + step * i + half, wf, pw + 16, True)
-                pa, pw = pa + step * k, pw + step * k
+            for i in range(8):
+                cp(sa + 16 * i, af, pa, True)
+                cp(sa + 16 * i + half, af, pa + 16, True)
+                cp(sw + 16 * i, wf, pw, True)
+                cp(sw + 16 * i + half, wf, pw + 16, True)
+                pa, pw = pa + 16 * k, pw + 16 * k
             continue
         for h in range(bk // 16):
             in_k = kt * bk + 16 * h + kk < k
             koff = kt * bk + 16 * h if in_k else 0
             pa, pw = pa0 + koff, pw0 + koff
-            for i in range(copies):
+            for i in range(8):
                 va, vw = in_k and rows_a[i], in_k and rows_w[i]
-                cp(sa + h * half + step * i, af, pa if va else 0, va)
-                cp(sw + h * half + step * i, wf, pw if vw else 0, vw)
-                pa, pw = pa + step * k, pw + step * k
+                cp(sa + h * half + 16 * i, af, pa if va else 0, va)
+                cp(sw + h * half + 16 * i, wf, pw if vw else 0, vw)
+                pa, pw = pa + 16 * k, pw + 16 * k
     for op, x, r0, rows in ((0, a_mat, m0, m), (1, w_mat, n0, n)):
         for kr in range(bk):
             for row in range(128):
@@ -207,46 +205,34 @@ def check_sgemm_loaders() -> None:
     rng = np.random.default_rng(1)
     for m, n, k in ((256, 256, 64), (300, 1000, 100), (129, 257, 4104), (128, 128, 32), (5, 7, 3)):
         a, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-        # bk16 and bk32 with 256 threads (Micro8x8), bk32 with 128 (r8x16's Micro8x16)
-        for bk, threads in ((16, 256), (32, 256), (32, 128)):
+        for bk in (16, 32):
             last = (k + bk - 1) // bk - 1
             for m0 in {0, ((m - 1) // 128) * 128}:
                 for n0 in {0, ((n - 1) // 128) * 128}:
                     for kt in {0, last}:
-                        sgemm_stage(bk, a, w, m0, n0, kt, threads)
-
-
-def sgemm_micro_rows_cols(micro: str, tid: int) -> tuple[list[int], list[int]]:
-    """The block-tile rows and columns of thread tid's register tile (Micro8x8 / Micro8x16)."""
-    if micro == "8x8":
-        ty, tx = tid // 16, tid % 16
-        row = [4 * ty + 64 * g for g in range(2)]
-        col = [4 * tx + 64 * g for g in range(2)]
-    else:
-        warp, lane = tid // 32, tid % 32
-        r0, c0 = 64 * (warp // 2) + 4 * (lane % 8), 64 * (warp % 2) + 4 * (lane // 8)
-        row = [r0 + 32 * g for g in range(2)]
-        col = [c0 + 16 * g for g in range(4)]
-    return [r + i for r in row for i in range(4)], [c + j for c in col for j in range(4)]
+                        sgemm_stage(bk, a, w, m0, n0, kt)
 
 
 def check_sgemm_micro_tiles() -> None:
-    """Every element of the 128 x 128 block tile belongs to exactly one thread's register tile, and
-    the distinct float4 of each warp-wide shared load are consecutive, so it takes the fewest
-    wavefronts (128 bytes each): no bank conflicts."""
-    for micro, threads in (("8x8", 256), ("8x16", 128)):
-        owner = np.zeros((128, 128), dtype=int)
-        for tid in range(threads):
-            rows, cols = sgemm_micro_rows_cols(micro, tid)
-            owner[np.ix_(rows, cols)] += 1
-        assert (owner == 1).all(), f"sgemm Micro{micro}: tile covered {owner.min()}..{owner.max()} times"
-        for warp in range(threads // 32):
-            tiles = [sgemm_micro_rows_cols(micro, 32 * warp + lane) for lane in range(32)]
-            for part in (0, 1):   # A loads (rows), then W loads (columns)
-                for g in range(len(tiles[0][part]) // 4):
-                    starts = {t[part][4 * g] for t in tiles}
-                    span = 4 * (max(starts) - min(starts) + 4)
-                    assert span == 16 * len(starts), f"sgemm Micro{micro} warp {warp}: float4 loads with gaps"
+    """Every element of the 128 x 128 block tile belongs to exactly one thread's 8 x 8 register
+    tile (rows 4 ty + {0..3} and 64 + 4 ty + {0..3}, columns likewise with tx), and the distinct
+    float4 of each warp-wide shared load are consecutive: the fewest wavefronts, no bank conflict."""
+    def tile_of(tid: int) -> tuple[list[int], list[int]]:
+        ty, tx = tid // 16, tid % 16
+        return ([4 * ty + 64 * g + i for g in range(2) for i in range(4)],
+                [4 * tx + 64 * g + j for g in range(2) for j in range(4)])
+
+    owner = np.zeros((128, 128), dtype=int)
+    for tid in range(256):
+        rows, cols = tile_of(tid)
+        owner[np.ix_(rows, cols)] += 1
+    assert (owner == 1).all(), f"sgemm: tile covered {owner.min()}..{owner.max()} times"
+    for warp in range(8):
+        tiles = [tile_of(32 * warp + lane) for lane in range(32)]
+        for part in (0, 1):   # A loads (rows), then W loads (columns)
+            for g in range(2):
+                starts = {t[part][4 * g] for t in tiles}
+                assert 4 * (max(starts) - min(starts) + 4) == 16 * len(starts), f"sgemm warp {warp}: gaps"
 
 
 # ------------------------------------------------------------------------- hgemm_mma bk64
@@ -284,8 +270,161 @@ def check_mma_interior_copies() -> None:
     assert general == interior, "hgemm_mma bk64: interior copies differ from the general loader's"
 
 
+# ------------------------------------------------------------------------- hgemm_mma bk64_pipe
+# The pipelined main loop (hgemm_mma.cu, kPipe): (1) load_part's four slices of three copies
+# write exactly load()'s chunks, each once, from the same element; (2) the fragment addresses
+# (k-step-0 offset XOR 32 kk, + 2048 per 16 rows) equal bk64's Tl::offset ones; (3) one thread's
+# program order of copies, commits, waits, barriers and ldmatrix reads: every read of tile t
+# follows a barrier whose preceding wait<S-2> covered t's group, and every copy into a stage
+# falls in a later barrier epoch than every read of the tile that stage held before.
+
+MP_BK, MP_THREADS, MP_BM, MP_BN, MP_S = 64, 256, 128, 256, 4
+MP_ROW_BYTES, MP_CHUNKS = 2 * MP_BK, 2 * MP_BK // 16
+MP_A_BYTES, MP_B_BYTES = MP_BM * MP_ROW_BYTES, MP_BN * MP_ROW_BYTES
+MP_A_COPIES, MP_B_COPIES = MP_A_BYTES // 16 // MP_THREADS, MP_B_BYTES // 16 // MP_THREADS
+MP_K_STEPS = MP_BK // 16
+MP_PER_STEP = (MP_A_COPIES + MP_B_COPIES) // MP_K_STEPS
+
+
+def mp_offset(row: int, q: int) -> int:
+    return swizzle(row * MP_ROW_BYTES + q * 16, MP_ROW_BYTES)
+
+
+def check_mma_pipe_copy_split() -> None:
+    m0, n0, kt, lda, ldw = 256, 512, 3, 1000, 1200
+    row_step = (MP_THREADS // MP_CHUNKS) * MP_ROW_BYTES
+    whole, split = {}, {}
+    for tid in range(MP_THREADS):
+        row, q = tid // MP_CHUNKS, tid % MP_CHUNKS
+        soff = mp_offset(row, q)
+        step_a, step_w = (MP_THREADS // MP_CHUNKS) * lda, (MP_THREADS // MP_CHUNKS) * ldw
+        a = (m0 + row) * lda + 8 * q          # element index of InteriorCopies::a
+        w = (n0 + row) * ldw + 8 * q
+        pa, pw = a + kt * MP_BK, w + kt * MP_BK     # load(): pointers stepped
+        for i in range(MP_A_COPIES):
+            whole[soff + i * row_step] = ("A", pa); pa += step_a
+        for i in range(MP_B_COPIES):
+            whole[MP_A_BYTES + soff + i * row_step] = ("W", pw); pw += step_w
+        for kk in range(MP_K_STEPS):             # load_part<kk * MP_PER_STEP, MP_PER_STEP>
+            pa, pw = a + kt * MP_BK, w + kt * MP_BK
+            for j in range(kk * MP_PER_STEP, (kk + 1) * MP_PER_STEP):
+                if j < MP_A_COPIES:
+                    key, src = soff + j * row_step, ("A", pa + j * step_a)
+                else:
+                    i = j - MP_A_COPIES
+                    key, src = MP_A_BYTES + soff + i * row_step, ("W", pw + i * step_w)
+                assert key not in split, "chunk copied twice"
+                split[key] = src
+    assert len(whole) == (MP_A_BYTES + MP_B_BYTES) // 16
+    assert split == whole, "load_part slices differ from load()"
+
+
+def check_mma_pipe_fragment_addresses() -> None:
+    for warp in range(8):
+        wm, wn = warp // 4, warp % 4
+        for lane in range(32):
+            a_off = mp_offset(wm * 64 + lane % 16, lane // 16)
+            b_off = mp_offset(wn * 64 + lane % 8 + 8 * (lane // 16), (lane // 8) % 2)
+            for kk in range(MP_K_STEPS):
+                for i in range(4):
+                    ref_a = mp_offset(wm * 64 + i * 16 + lane % 16, 2 * kk + lane // 16)
+                    ref_b = MP_A_BYTES + mp_offset(wn * 64 + i * 16 + lane % 8 + 8 * (lane // 16),
+                                             2 * kk + (lane // 8) % 2)
+                    assert (a_off ^ (32 * kk)) + i * 16 * MP_ROW_BYTES == ref_a
+                    assert MP_A_BYTES + (b_off ^ (32 * kk)) + i * 16 * MP_ROW_BYTES == ref_b
+
+
+def mma_pipe_program(num_kt: int, fast_kt: int) -> list[tuple]:
+    """The events of one thread, in program order (every thread runs the same sequence)."""
+    ev = []
+    for s in range(MP_S - 1):                       # prologue
+        if s < num_kt:
+            ev += [("copy", s % MP_S, s)] * (MP_A_COPIES + MP_B_COPIES)
+        ev.append(("commit",))
+    ev += [("wait", MP_S - 2), ("bar",)]
+    ev += [("read", 0 % MP_S, 0)] * 8               # load_frags(af[0], bf[0], smem, 0)
+
+    def ktile(kt, interior):
+        nxt_tile = kt + MP_S - 1
+        for kk in range(MP_K_STEPS):
+            if not interior and kk == 0 and nxt_tile < num_kt:
+                ev.extend([("copy", nxt_tile % MP_S, nxt_tile)] * (MP_A_COPIES + MP_B_COPIES))
+            if kk + 1 < MP_K_STEPS:
+                ev.extend([("read", kt % MP_S, kt)] * 8)
+            if interior:
+                ev.extend([("copy", nxt_tile % MP_S, nxt_tile)] * MP_PER_STEP)
+            if kk + 1 == MP_K_STEPS:
+                ev.extend([("commit",), ("wait", MP_S - 2), ("bar",)])
+                ev.extend([("read", (kt + 1) % MP_S, kt + 1)] * 8)
+            ev.append(("mma", kt))
+    kt = 0
+    while kt < fast_kt - (MP_S - 1):
+        assert kt + MP_S - 1 < fast_kt
+        ktile(kt, True); kt += 1
+    while kt < num_kt:
+        assert kt + MP_S - 1 >= fast_kt
+        ktile(kt, False); kt += 1
+    return ev
+
+
+def check_mma_pipe_schedule(num_kt: int, fast_kt: int) -> None:
+    ev = mma_pipe_program(num_kt, fast_kt)
+    epoch, committed, group_tile = 0, 0, {}
+    open_copies = []          # tiles copied since the last commit
+    complete = set()          # tiles whose group this thread waited for
+    reads, writes = [], []    # (epoch, stage, tile)
+    landed_for_all = set()
+    mmas = []
+    for e in ev:
+        if e[0] == "copy":
+            writes.append((epoch, e[1], e[2])); open_copies.append(e[2])
+        elif e[0] == "commit":
+            assert len(set(open_copies)) <= 1, "one group holds two tiles"
+            group_tile[committed] = open_copies[0] if open_copies else None
+            committed += 1; open_copies = []
+        elif e[0] == "wait":
+            assert not open_copies, "copies issued but not committed before a wait"
+            for g in range(committed - e[1]):
+                if group_tile.get(g) is not None:
+                    complete.add(group_tile[g])
+        elif e[0] == "bar":
+            epoch += 1; landed_for_all = set(complete)   # every thread ran the same waits
+        elif e[0] == "read":
+            _, stage, tile = e
+            if tile < num_kt:
+                assert tile in landed_for_all, f"read of tile {tile} before it landed for all"
+            reads.append((epoch, stage, tile))
+        elif e[0] == "mma":
+            mmas.append(e[1])
+    for (er, s, t) in reads:
+        for (ew, s2, u) in writes:
+            if s2 != s or u == t and u < num_kt:
+                continue
+            # a copy into the stage of a different tile than the one read
+            if u > t:
+                assert ew > er, f"tile {u} refills stage {s} in epoch {ew}, tile {t} read there in {er}"
+            else:
+                assert ew < er, f"tile {t} read in epoch {er} while old tile {u} written in {ew}"
+    assert sorted(set(writes_t for (_, _, writes_t) in writes)) == list(range(num_kt))
+    assert [mmas.count(t) for t in range(num_kt)] == [MP_K_STEPS] * num_kt
+    # every real tile's reads: k-steps 0..3, 8 ldmatrix each
+    for t in range(num_kt):
+        assert sum(1 for r in reads if r[2] == t) == 8 * MP_K_STEPS
+
+
+
+def check_mma_pipe() -> None:
+    check_mma_pipe_copy_split()
+    check_mma_pipe_fragment_addresses()
+    for num_kt in range(0, 14):
+        for fast_kt in {0, max(num_kt - 1, 0), num_kt, 1, 3, 4}:
+            if fast_kt <= num_kt:
+                check_mma_pipe_schedule(num_kt, fast_kt)
+
+
 def main() -> int:
-    checks = (check_decode_mma, check_sgemm_loaders, check_sgemm_micro_tiles, check_mma_interior_copies)
+    checks = (check_decode_mma, check_sgemm_loaders, check_sgemm_micro_tiles, check_mma_interior_copies,
+              check_mma_pipe)
     for check in checks:
         check()
         print(f"ok  {check.__name__}")

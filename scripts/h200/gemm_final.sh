@@ -4,7 +4,7 @@
 #   bash scripts/h200/gemm_final.sh          (~5 minutes; every step has its own timeout, and no step
 #                                              starts or runs past GEMM_LIMIT_S = 570 s in all)
 # 1. pytest -m gpu tests/gpu/test_gemm.py in four parts: the measured variants (~60 s), then each
-#    new variant's own tests -- sgemm config=bk32, gemm_mma config=bk64, gemm_decode_mma -- so a
+#    new variant's own tests -- sgemm config=bk32, gemm_mma config=bk64 and bk64_pipe, gemm_decode_mma -- so a
 #    failure in a new variant costs only its own tests and its records (~15 s each);
 # 2. solbench run --ops gemm,gemm_decode,linear_residual --dtypes float32,bfloat16,float8_e4m3fn
 #    (fp16 and tf32 are covered by the tests / not targets), every impl and baseline but the
@@ -43,8 +43,8 @@ tests "gemm (measured variants)" 150 -k "not (sgemm_configs and bk32) and not bk
 impls=eager,sgemm_fp32,hgemm_mma,hgemm_wgmma,fp8_wgmma,auto,decode_wgmma,unfused,addmm,fused
 if tests "sgemm bk32" 60 -k "sgemm_configs and bk32"; then impls=$impls,sgemm_fp32_bk32
 else say "sgemm_fp32_bk32 left out of the run"; fi
-if tests "gemm_mma bk64" 60 -k bk64; then impls=$impls,hgemm_mma_bk64
-else say "hgemm_mma_bk64 left out of the run"; fi
+if tests "gemm_mma bk64 and bk64_pipe" 60 -k bk64; then impls=$impls,hgemm_mma_bk64,hgemm_mma_bk64_pipe
+else say "hgemm_mma_bk64 and hgemm_mma_bk64_pipe left out of the run"; fi
 if tests "gemm_decode_mma" 60 -k decode_mma; then impls=$impls,decode_mma
 else say "decode_mma left out of the run"; fi
 

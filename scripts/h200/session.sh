@@ -15,7 +15,7 @@
 #   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
 #   prefill  solbench run --ops attention (cudnn, flash, our wgmma launches, auto) and the prefill GPU tests
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
-#   sgemm    solbench run --ops gemm --dtypes float32 (cuBLAS fp32, sgemm bk32 and r8x16) and the sgemm GPU tests
+#   sgemm    solbench run --ops gemm --dtypes float32 (cuBLAS fp32 and the two sgemm loaders) and the sgemm GPU tests
 #   mma      solbench run --ops gemm --dtypes bfloat16 (cuBLAS, hgemm_mma bk64 and bk64_pipe) and the gemm_mma GPU tests
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
@@ -89,7 +89,7 @@ stage_gemm() {  # GEMM_RESUME=FILE: reuse its records (the compiled stage's, fro
   local resume=()
   [ -n "${GEMM_RESUME:-}" ] && [ -f "$GEMM_RESUME" ] && resume=(--resume "$GEMM_RESUME")
   timeout 330 solbench run --ops gemm,gemm_decode,linear_residual --dtypes float32,bfloat16,float8_e4m3fn \
-    --impls eager,compiled,sgemm_fp32,sgemm_fp32_bk32,hgemm_mma,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto,decode_wgmma,decode_mma,unfused,addmm,fused \
+    --impls eager,compiled,sgemm_fp32,sgemm_fp32_bk32,hgemm_mma,hgemm_mma_bk64,hgemm_mma_bk64_pipe,hgemm_wgmma,fp8_wgmma,auto,decode_wgmma,decode_mma,unfused,addmm,fused \
     --budget "${GEMM_BUDGET:-0.4}" --timeout 200 "${resume[@]}" --json "$OUT/gemm.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/gemm.json"
 }
@@ -127,7 +127,7 @@ stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; 
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
 }
 stage_sgemm() {  # the fp32 GEMM's configurations beside cuBLAS fp32, then their GPU tests
-  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_r8x16 --budget 0.3 \
+  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32,sgemm_fp32_bk32 --budget 0.3 \
     --json "$OUT/sgemm.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/sgemm.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm" -rfE 2>&1 | tail -6

@@ -97,20 +97,19 @@ constexpr int64_t kDecodeMmaMaxM = 16;
 const char* pick_gemm_variant(DType dt, const MatmulArgs& args);
 Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream);
 
-// sgemm configurations (sgemm_fp32.cu): bk16 (16-k tiles, the measured one) and bk32 (32-k
-// tiles, unpredicated copies for interior tiles), both 256 threads with 8x8 register tiles;
-// r8x16: bk32's copies, 128 threads with 8x16 register tiles (cuBLAS's shape on the H200).
-enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2, kR8x16 = 3 };
-constexpr int kNumSgemmConfigs = 4;
+// sgemm loaders (sgemm_fp32.cu): bk16 (16-k tiles, the measured one) and bk32 (32-k tiles,
+// unpredicated copies for interior tiles); kAuto runs bk32 (0.85x cuBLAS fp32 vs 0.82x on the H200).
+enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2 };
+constexpr int kNumSgemmConfigs = 3;
 const char* sgemm_config_name(SgemmConfig c);
 
 Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream,
                     SgemmConfig config = SgemmConfig::kAuto);
-// hgemm_mma k-tilings (hgemm_mma.cu): bk32 (the measured one) and bk64 (half the barriers
-// per mma, unpredicated interior copies); kAuto runs bk64 where its 192 KiB of stages fit
-// (0.50-0.57x cuBLAS vs 0.36-0.40x on the H200), else bk32.
-// bk64_pipe: bk64 with the next k-step's fragments loaded while this one's mma run and the
-// next k-tile's copies spread over the k-steps.
+// hgemm_mma k-tilings (hgemm_mma.cu): bk32 (the first one), bk64 (half the barriers per mma,
+// unpredicated interior copies) and bk64_pipe (bk64 with the next k-step's fragments loaded
+// while this one's mma run and the next k-tile's copies spread over the k-steps). kAuto runs
+// bk64_pipe where its 192 KiB of stages fit (0.59-0.64x cuBLAS, bk64 0.50-0.53x, bk32
+// 0.36-0.40x on the H200), else bk32; bk64 and bk64_pipe named where they do not fit: an error.
 enum class MmaConfig : int { kAuto = 0, kBk32 = 1, kBk64 = 2, kBk64Pipe = 3 };
 constexpr int kNumMmaConfigs = 4;
 const char* mma_config_name(MmaConfig c);

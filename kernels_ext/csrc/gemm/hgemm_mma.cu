@@ -408,16 +408,22 @@ template <class T, bool kResidual>
 Status run_mma_config(const MatmulArgs& g, MmaConfig config, cudaStream_t stream) {
   if (!rows_vectorizable(g)) return run_mma<T, Tiling<32>, false, kResidual>(g, stream);
   if constexpr (!kResidual) {   // the residual epilogue runs the 32-k tiling only
-    // auto: bk64 (0.50-0.57x cuBLAS vs bk32's 0.36-0.40x, results/h200/issue13/gemm.json) where
-    // its stages fit in one block's shared memory (not on sm_80's 163 KiB or sm_86/89's 99 KiB).
-    // bk64_pipe is not auto until it is measured against bk64 on the H200. Where its stages do
-    // not fit it runs bk32, as auto does.
-    const bool pipe =
-        config == MmaConfig::kBk64Pipe && max_smem_optin() >= Tiling<64>::kSmemBytes;
-    if (pipe) return run_mma<T, Tiling<64>, true, false, true>(g, stream);
-    const bool bk64 = config == MmaConfig::kBk64 ||
-                      (config == MmaConfig::kAuto && max_smem_optin() >= Tiling<64>::kSmemBytes);
-    if (bk64) return run_mma<T, Tiling<64>, true, false>(g, stream);
+    // auto: bk64_pipe where the 64-k tiling's stages fit in one block's shared memory (not on
+    // sm_80's 163 KiB or sm_86/89's 99 KiB): 0.59-0.64x cuBLAS against bk64's 0.50-0.53x and
+    // bk32's 0.36-0.40x on the H200 (results/h200/issue13/2026-12-02c/mma_call3.json, gemm.json).
+    const bool fits = max_smem_optin() >= Tiling<64>::kSmemBytes;
+    const bool named64 = config == MmaConfig::kBk64 || config == MmaConfig::kBk64Pipe;
+    if (named64 && !fits) {
+      return fail(std::string("gemm_mma config ") + mma_config_name(config) + " needs " +
+                      std::to_string(Tiling<64>::kSmemBytes) +
+                      " bytes of shared memory per block; this GPU allows " +
+                      std::to_string(max_smem_optin()) + " (use bk32 or auto)",
+                  cudaErrorNotSupported);
+    }
+    if (config == MmaConfig::kBk64) return run_mma<T, Tiling<64>, true, false>(g, stream);
+    if (config == MmaConfig::kBk64Pipe || (config == MmaConfig::kAuto && fits)) {
+      return run_mma<T, Tiling<64>, true, false, true>(g, stream);
+    }
   }
   return run_mma<T, Tiling<32>, true, kResidual>(g, stream);
 }

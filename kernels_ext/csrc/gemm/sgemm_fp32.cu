@@ -1,29 +1,22 @@
 // sgemm_fp32: C = A @ W^T in true fp32 on the CUDA cores (no TF32).
 //
-// 128 x 128 block tile. The outer products read both tiles k-major from shared memory ([k][row]),
-// while both operands are K-contiguous in global memory, so the copies transpose: 4-byte
-// cp.async, a warp covering 8 consecutive k (one 32-byte sector) of 4 rows, which with a row
-// pitch of 132 floats lands its 32 words in 32 different banks. A 3-stage cp.async ring overlaps
-// the loads of tile k + 2 with the math on tile k. 4-byte copies also make any K and any row
-// pitch work (zero-filled past the edges), with one kernel.
+// 128 x 128 block tile, 256 threads, each thread an 8 x 8 register tile: rows 4 ty + {0..3} and
+// 64 + 4 ty + {0..3}, columns likewise with tx, so per k a thread reads two float4 of A and two
+// of W from shared memory for 64 FMAs (A reads are warp broadcasts, W reads contiguous).
+// That needs the tiles k-major in shared memory ([k][row]) while both operands are
+// K-contiguous in global memory, so the copies transpose: 4-byte cp.async, a warp covering
+// 8 consecutive k (one 32-byte sector) of 4 rows, which with a row pitch of 132 floats lands
+// its 32 words in 32 different banks. A 3-stage cp.async ring overlaps the loads of tile k + 2
+// with the math on tile k. 4-byte copies also make any K and any row pitch work (zero-filled
+// past the edges), with one kernel.
 //
-// Two thread shapes (Micro):
-//   Micro8x8   256 threads, each an 8 x 8 register tile: rows 4 ty + {0..3} and 64 + 4 ty +
-//              {0..3}, columns likewise with tx; per k two float4 of A (warp broadcasts) and two
-//              of W for 64 FMAs.
-//   Micro8x16  128 threads as 2 x 2 warps of 64 x 64, each thread 8 rows x 16 columns: per k
-//              two float4 of A and four of W for 128 FMAs, a third fewer shared loads per FMA.
-//              It is the block shape of cuBLAS's fp32 kernel on the H200 (128 threads, 255
-//              registers, 2 blocks per SM), which Nsight Compute showed issuing 87% of cycles
-//              against Micro8x8's 72% (stalls, not instruction count, were the difference).
-// Two loaders (Loader16 / Loader32), the thread count a template parameter:
+// Two loaders (SgemmConfig):
 //   bk16  16-k tiles, every copy predicated and its source clamped (the kernel measured on the
 //         H200: 42.1 TFLOP/s at 8192^3, 0.82x cuBLAS; its SASS issues ~220 non-FMA
 //         instructions per 1024 FMAs, mostly copy addressing, which caps it near 82%)
 //   bk32  32-k tiles: each row pointer serves two copies (k and k + 16, an immediate offset)
 //         and tiles wholly inside the matrix copy without predicates or clamps, so the
 //         overhead per FMA halves. Two blocks per SM still fit (2 x 99 KiB).
-// Configurations: bk16 and bk32 are Micro8x8 with that loader; r8x16 is Micro8x16 with bk32's.
 #include <cuda_runtime.h>
 
 #include "../tile/arch.cuh"
@@ -34,7 +27,7 @@
 namespace sk::gemm {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kStages = 3;
+constexpr int kBM = 128, kBN = 128, kStages = 3, kThreads = 256;
 constexpr int kPitch = kBM + 4;                        // floats per k-row of a tile
 
 struct SgemmArgs {
@@ -46,19 +39,14 @@ struct SgemmArgs {
   int tiles_m, tiles_n;
 };
 
-// The copies a thread makes for every 16 k of a tile with kThreads threads: element
-// e = tid + kThreads i of the [128 x 16] tile has kk = e % 8 + 8 ((e / 32) % 2) -- the same for
-// every i -- and row = (e / 8) % 4 + 4 (e / 64) = row0 + kRowStep i.
-template <int kThreads>
+// The copies a thread makes for every 16 k of a tile: one k offset (kk) and 8 rows 16 apart per
+// operand (element e = tid + 256 i of the [128 x 16] tile has kk = e % 8 + 8 ((e / 32) % 2) --
+// the same for every i -- and row = (e / 8) % 4 + 4 (e / 64) = row0 + 16 i).
 struct CopyPattern {
-  static_assert(kThreads % 64 == 0 && kThreads <= 256, "whole 64-thread row groups");
-  static constexpr int kCopies = kBM * 16 / kThreads;     // per operand and 16 k: 8 or 16
-  static constexpr int kRowStep = kThreads / 16;          // rows between a thread's copies
-  static constexpr uint32_t kSmemStep = kRowStep * 4;     // their smem distance in bytes
   const float* a;       // &A[m0 + row0][kk], row clamped into the matrix
   const float* w;       // &W[n0 + row0][kk]
   uint32_t smem_off;    // byte offset of [kk][row0] in a stage
-  uint32_t rows_a;      // bit i: row row0 + kRowStep i of A exists
+  uint32_t rows_a;      // bit i: row row0 + 16 i of A exists
   uint32_t rows_w;
   int kk;
 
@@ -68,55 +56,48 @@ struct CopyPattern {
     const int row0 = (tid / 8) % 4 + 4 * (tid / 64);
     rows_a = rows_w = 0;
 #pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      rows_a |= (m0 + row0 + kRowStep * i < p.m ? 1u : 0u) << i;
-      rows_w |= (n0 + row0 + kRowStep * i < p.n ? 1u : 0u) << i;
+    for (int i = 0; i < 8; ++i) {
+      rows_a |= (m0 + row0 + 16 * i < p.m ? 1u : 0u) << i;
+      rows_w |= (n0 + row0 + 16 * i < p.n ? 1u : 0u) << i;
     }
     a = p.a + static_cast<int64_t>(min(m0 + row0, p.m - 1)) * p.lda + kk;
     w = p.w + static_cast<int64_t>(min(n0 + row0, p.n - 1)) * p.ldw + kk;
     smem_off = static_cast<uint32_t>((kk * kPitch + row0) * 4);
   }
+};
 
-  // The predicated copies of k-rows [k0, k0 + 16) into the k-rows at sa / sw of a stage.
-  __device__ __forceinline__ void copy16(const SgemmArgs& p, uint32_t sa, uint32_t sw,
-                                         int k0) const {
-    const bool in_k = k0 + kk < p.k;
-    const int koff = in_k ? k0 : 0;
-    const float* pa = a + koff;
-    const float* pw = w + koff;
-    const int64_t step_a = kRowStep * p.lda, step_w = kRowStep * p.ldw;
+// bk16: stage <- k-tile kt, transposed to [k][row]; elements past the matrix edges are zero.
+struct Loader16 {
+  static constexpr int kBK = 16;
+  CopyPattern c;
+
+  __device__ __forceinline__ Loader16(const SgemmArgs& p, int m0, int n0) : c(p, m0, n0) {}
+
+  __device__ __forceinline__ void load(const SgemmArgs& p, uint32_t stage, int kt) const {
+    const int k = kt * kBK + c.kk;
+    const bool in_k = k < p.k;
+    const int koff = in_k ? kt * kBK : 0;
+    const uint32_t sa = stage + c.smem_off, sw = stage + kBK * kPitch * 4 + c.smem_off;
+    const float* pa = c.a + koff;
+    const float* pw = c.w + koff;
+    const int64_t step_a = 16 * p.lda, step_w = 16 * p.ldw;
 #pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      const bool va = in_k && ((rows_a >> i) & 1u), vw = in_k && ((rows_w >> i) & 1u);
-      cp_async_4(sa + kSmemStep * i, va ? pa : p.a, va);
-      cp_async_4(sw + kSmemStep * i, vw ? pw : p.w, vw);
+    for (int i = 0; i < 8; ++i) {
+      const bool va = in_k && ((c.rows_a >> i) & 1u), vw = in_k && ((c.rows_w >> i) & 1u);
+      cp_async_4(sa + 64 * i, va ? pa : p.a, va);
+      cp_async_4(sw + 64 * i, vw ? pw : p.w, vw);
       pa += step_a;
       pw += step_w;
     }
   }
 };
 
-// bk16: stage <- k-tile kt, transposed to [k][row]; elements past the matrix edges are zero.
-template <int kThreads>
-struct Loader16 {
-  static constexpr int kBK = 16;
-  CopyPattern<kThreads> c;
-
-  __device__ __forceinline__ Loader16(const SgemmArgs& p, int m0, int n0) : c(p, m0, n0) {}
-
-  __device__ __forceinline__ void load(const SgemmArgs& p, uint32_t stage, int kt) const {
-    c.copy16(p, stage + c.smem_off, stage + kBK * kPitch * 4 + c.smem_off, kt * kBK);
-  }
-};
-
 // bk32: the bk16 pattern at k = kk and kk + 16 from the same row pointers (an immediate offset).
 // A tile with all 128 rows of both operands inside the matrix and the k-tile inside K copies
 // without predicates or clamps; the others take the predicated path.
-template <int kThreads>
 struct Loader32 {
   static constexpr int kBK = 32;
-  using Pattern = CopyPattern<kThreads>;
-  Pattern c;
+  CopyPattern c;
   bool interior;
 
   __device__ __forceinline__ Loader32(const SgemmArgs& p, int m0, int n0)
@@ -125,106 +106,62 @@ struct Loader32 {
   __device__ __forceinline__ void load(const SgemmArgs& p, uint32_t stage, int kt) const {
     const uint32_t sa = stage + c.smem_off, sw = stage + kBK * kPitch * 4 + c.smem_off;
     constexpr uint32_t kHalf = 16 * kPitch * 4;   // smem bytes from k-row kk to kk + 16
+    const int64_t step_a = 16 * p.lda, step_w = 16 * p.ldw;
     if (interior && (kt + 1) * kBK <= p.k) {
-      const int64_t step_a = Pattern::kRowStep * p.lda, step_w = Pattern::kRowStep * p.ldw;
       const float* pa = c.a + kt * kBK;
       const float* pw = c.w + kt * kBK;
 #pragma unroll
-      for (int i = 0; i < Pattern::kCopies; ++i) {
-        cp_async_4_always(sa + Pattern::kSmemStep * i, pa);
-        cp_async_4_always(sa + Pattern::kSmemStep * i + kHalf, pa + 16);
-        cp_async_4_always(sw + Pattern::kSmemStep * i, pw);
-        cp_async_4_always(sw + Pattern::kSmemStep * i + kHalf, pw + 16);
+      for (int i = 0; i < 8; ++i) {
+        cp_async_4_always(sa + 64 * i, pa);
+        cp_async_4_always(sa + 64 * i + kHalf, pa + 16);
+        cp_async_4_always(sw + 64 * i, pw);
+        cp_async_4_always(sw + 64 * i + kHalf, pw + 16);
         pa += step_a;
         pw += step_w;
       }
       return;
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) c.copy16(p, sa + h * kHalf, sw + h * kHalf, kt * kBK + 16 * h);
-  }
-};
-
-// A thread's register tile: kRowGroups x 4 rows by kColGroups x 4 columns of the block tile,
-// group g starting at row row(g) / column col(g); each group is one float4 shared load per k.
-// kUnrollK: k-steps per straight-line run of the inner loop (at most the k-tile). Micro8x16 runs
-// 8 (1,024 FMAs): fully
-// unrolled over a 32-k tile its loop was ~70 KB of code, and Nsight Compute showed 0.42 cycles
-// per instruction of instruction-fetch stalls (no_instruction) on the H200.
-struct Micro8x8 {
-  static constexpr int kThreads = 256, kRowGroups = 2, kColGroups = 2, kUnrollK = 32;
-  int ty, tx;
-  __device__ __forceinline__ Micro8x8()
-      : ty(static_cast<int>(threadIdx.x) / 16), tx(static_cast<int>(threadIdx.x) % 16) {}
-  __device__ __forceinline__ int row(int g) const { return 4 * ty + 64 * g; }
-  __device__ __forceinline__ int col(int g) const { return 4 * tx + 64 * g; }
-};
-
-// Warp (wm, wn) owns rows 64 wm.., columns 64 wn..; lane (ly, lx) = (lane % 8, lane / 8).
-// A loads: 8 distinct float4, 32 consecutive floats (one wavefront); W loads: 4 distinct,
-// 16 consecutive floats, broadcast to 8 lanes each.
-struct Micro8x16 {
-  static constexpr int kThreads = 128, kRowGroups = 2, kColGroups = 4, kUnrollK = 8;
-  int r0, c0;
-  __device__ __forceinline__ Micro8x16() {
-    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-    r0 = 64 * (warp / 2) + 4 * (lane % 8);
-    c0 = 64 * (warp % 2) + 4 * (lane / 8);
-  }
-  __device__ __forceinline__ int row(int g) const { return r0 + 32 * g; }
-  __device__ __forceinline__ int col(int g) const { return c0 + 16 * g; }
-};
-
-// acc += the outer products of kSteps k-rows of the stage's A and W tiles (at sa, sw).
-template <class Micro, int kSteps>
-__device__ __forceinline__ void outer_products(float (&acc)[4 * Micro::kRowGroups][4 * Micro::kColGroups],
-                                               const float* sa, const float* sw, const Micro& micro) {
-  constexpr int RG = Micro::kRowGroups, CG = Micro::kColGroups;
+    for (int h = 0; h < 2; ++h) {
+      const int k = kt * kBK + 16 * h + c.kk;
+      const bool in_k = k < p.k;
+      const int koff = in_k ? kt * kBK + 16 * h : 0;
+      const float* pa = c.a + koff;
+      const float* pw = c.w + koff;
 #pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
-    float a[4 * RG], b[4 * CG];
-#pragma unroll
-    for (int g = 0; g < RG; ++g) {
-      *reinterpret_cast<float4*>(&a[4 * g]) =
-          *reinterpret_cast<const float4*>(sa + k * kPitch + micro.row(g));
-    }
-#pragma unroll
-    for (int g = 0; g < CG; ++g) {
-      *reinterpret_cast<float4*>(&b[4 * g]) =
-          *reinterpret_cast<const float4*>(sw + k * kPitch + micro.col(g));
-    }
-#pragma unroll
-    for (int i = 0; i < 4 * RG; ++i) {
-#pragma unroll
-      for (int j = 0; j < 4 * CG; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      for (int i = 0; i < 8; ++i) {
+        const bool va = in_k && ((c.rows_a >> i) & 1u), vw = in_k && ((c.rows_w >> i) & 1u);
+        cp_async_4(sa + h * kHalf + 64 * i, va ? pa : p.a, va);
+        cp_async_4(sw + h * kHalf + 64 * i, vw ? pw : p.w, vw);
+        pa += step_a;
+        pw += step_w;
+      }
     }
   }
-}
+};
 
 template <class Loader>
 constexpr int smem_bytes() {
   return kStages * 2 * Loader::kBK * kPitch * 4;   // bk16: 50,688; bk32: 101,376 (2 blocks/SM)
 }
 
-template <class Micro, template <int> class LoaderT>
-__global__ void __launch_bounds__(Micro::kThreads, 2) sgemm_fp32_kernel(const SgemmArgs p) {
-  using Loader = LoaderT<Micro::kThreads>;
+template <class Loader>
+__global__ void __launch_bounds__(kThreads, 2) sgemm_fp32_kernel(const SgemmArgs p) {
   constexpr int kBK = Loader::kBK;
   constexpr int kTileFloats = 2 * kBK * kPitch;   // one stage: A then W
-  constexpr int RG = Micro::kRowGroups, CG = Micro::kColGroups;
   extern __shared__ float4 smem_f4[];
   float* smem = reinterpret_cast<float*>(smem_f4);
   int tm, tn;
   grouped_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n, 8, tm, tn);
   const int m0 = tm * kBM, n0 = tn * kBN;
-  const Micro micro;
+  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
   const int num_kt = (p.k + kBK - 1) / kBK;
 
-  float acc[4 * RG][4 * CG];
+  float acc[8][8];
 #pragma unroll
-  for (int i = 0; i < 4 * RG; ++i) {
+  for (int i = 0; i < 8; ++i) {
 #pragma unroll
-    for (int j = 0; j < 4 * CG; ++j) acc[i][j] = 0.0f;
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   }
 
   const Loader loader(p, m0, n0);
@@ -243,24 +180,33 @@ __global__ void __launch_bounds__(Micro::kThreads, 2) sgemm_fp32_kernel(const Sg
 
     const float* sa = smem + (kt % kStages) * kTileFloats;
     const float* sw = sa + kBK * kPitch;
-    constexpr int kRun = Micro::kUnrollK < kBK ? Micro::kUnrollK : kBK;
-    static_assert(kBK % kRun == 0, "whole runs of k-steps per tile");
-#pragma unroll 1
-    for (int k = 0; k < kBK; k += kRun) {
-      outer_products<Micro, kRun>(acc, sa + k * kPitch, sw + k * kPitch, micro);
+#pragma unroll
+    for (int k = 0; k < kBK; ++k) {
+      float a[8], b[8];
+      *reinterpret_cast<float4*>(&a[0]) = *reinterpret_cast<const float4*>(sa + k * kPitch + 4 * ty);
+      *reinterpret_cast<float4*>(&a[4]) =
+          *reinterpret_cast<const float4*>(sa + k * kPitch + 64 + 4 * ty);
+      *reinterpret_cast<float4*>(&b[0]) = *reinterpret_cast<const float4*>(sw + k * kPitch + 4 * tx);
+      *reinterpret_cast<float4*>(&b[4]) =
+          *reinterpret_cast<const float4*>(sw + k * kPitch + 64 + 4 * tx);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
     }
   }
   tile::cp_async_wait<0>();
 
   const bool vec = p.n % 4 == 0 && p.ldc % 4 == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
 #pragma unroll
-  for (int i = 0; i < 4 * RG; ++i) {
-    const int row = m0 + micro.row(i / 4) + i % 4;
+  for (int i = 0; i < 8; ++i) {
+    const int row = m0 + (i < 4 ? 4 * ty + i : 64 + 4 * ty + i - 4);
     if (row >= p.m) continue;
     float* crow = p.c + static_cast<int64_t>(row) * p.ldc;
 #pragma unroll
-    for (int h = 0; h < CG; ++h) {
-      const int col = n0 + micro.col(h);
+    for (int h = 0; h < 2; ++h) {
+      const int col = n0 + 64 * h + 4 * tx;
       const float* v = &acc[i][4 * h];
       if (vec) {
         if (col < p.n) *reinterpret_cast<float4*>(crow + col) = make_float4(v[0], v[1], v[2], v[3]);
@@ -278,14 +224,14 @@ __global__ void __launch_bounds__(Micro::kThreads, 2) sgemm_fp32_kernel(const Sg
 
 namespace {
 
-template <class Micro, template <int> class LoaderT>
+template <class Loader>
 Status run_sgemm(const SgemmArgs& p, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<LoaderT<Micro::kThreads>>();
-  auto kernel = sgemm_fp32_kernel<Micro, LoaderT>;
+  constexpr int kSmem = smem_bytes<Loader>();
+  auto kernel = sgemm_fp32_kernel<Loader>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return from_cuda(e, "cudaFuncSetAttribute(shared memory)");
   const int64_t blocks = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
-  kernel<<<static_cast<unsigned>(blocks), Micro::kThreads, kSmem, stream>>>(p);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, kSmem, stream>>>(p);
   return from_cuda(cudaGetLastError(), "launching sgemm_fp32");
 }
 
@@ -296,7 +242,6 @@ const char* sgemm_config_name(SgemmConfig c) {
     case SgemmConfig::kAuto: return "auto";
     case SgemmConfig::kBk16: return "bk16";
     case SgemmConfig::kBk32: return "bk32";
-    case SgemmConfig::kR8x16: return "r8x16";
   }
   return "unknown";
 }
@@ -323,9 +268,8 @@ Status launch_sgemm(const MatmulArgs& g, cudaStream_t stream, SgemmConfig config
   const int64_t blocks = static_cast<int64_t>(p.tiles_m) * p.tiles_n;
   if (blocks >= (int64_t{1} << 31)) return fail("sgemm_fp32: too many tiles");
   // auto: bk32, 0.84-0.85x cuBLAS fp32 vs bk16's 0.82x (results/h200/issue13/gemm.json).
-  if (config == SgemmConfig::kBk16) return run_sgemm<Micro8x8, Loader16>(p, stream);
-  if (config == SgemmConfig::kR8x16) return run_sgemm<Micro8x16, Loader32>(p, stream);
-  return run_sgemm<Micro8x8, Loader32>(p, stream);
+  if (config == SgemmConfig::kBk16) return run_sgemm<Loader16>(p, stream);
+  return run_sgemm<Loader32>(p, stream);
 }
 
 }  // namespace sk::gemm
