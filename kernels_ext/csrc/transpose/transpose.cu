@@ -18,10 +18,7 @@
 // Tiles that stick out of the matrix, and layouts whose rows do not allow the 32-bit (fp32:
 // 64-bit) accesses (16-bit rows of odd length, misaligned views), take the element path
 // (element_tile): one element per access through the same shared memory, bounds-checked only in
-// edge tiles. 16-bit layouts that the word path cannot take at all run, unless a tile size is
-// named, a kernel of small element tiles instead (small_tile_kernel: 32 x 32 elements, 128 threads:
-// torch.compile's shape for these cases, whose Triton kernel ran 1.2-1.5x faster than the
-// 64-column element path on the H200 at 4095 x 4097 and 7 x 129 x 1000).
+// edge tiles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -215,39 +212,6 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, (min_blocks<T, kWords, 
   }
 }
 
-// 16-bit layouts without the word path: 32 x 32 element tiles, a (32, 4) block, each thread 8
-// elements. A warp loads 32 neighbouring elements of a row of x and stores 32 of a row of y (64
-// contiguous bytes); every load is issued before the first store to shared memory. The tile's
-// pitch is 34 elements (17 words, odd), so the column reads of the second phase, rows tx at 17 tx
-// words apart, fall in 32 distinct banks. Grid: (column tiles, row tiles, batch).
-constexpr int kSmallTile = 32;
-constexpr int kSmallRowsPerThread = kSmallTile / 4;
-
-__global__ void __launch_bounds__(kSmallTile * 4)
-    small_tile_kernel(const unsigned short* __restrict__ x, unsigned short* __restrict__ y,
-                      int64_t rows, int64_t cols, int64_t batch_stride, int64_t row_stride) {
-  __shared__ unsigned short tile[kSmallTile][kSmallTile + 2];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kSmallTile;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kSmallTile;
-  const unsigned short* xb = x + static_cast<int64_t>(blockIdx.z) * batch_stride;
-  unsigned short* yb = y + static_cast<int64_t>(blockIdx.z) * cols * rows;
-  unsigned short v[kSmallRowsPerThread];
-#pragma unroll
-  for (int i = 0; i < kSmallRowsPerThread; ++i) {
-    const int64_t r = row0 + ty + 4 * i, c = col0 + tx;
-    v[i] = r < rows && c < cols ? __ldg(xb + r * row_stride + c) : 0;
-  }
-#pragma unroll
-  for (int i = 0; i < kSmallRowsPerThread; ++i) tile[ty + 4 * i][tx] = v[i];
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kSmallRowsPerThread; ++i) {
-    const int64_t c = col0 + ty + 4 * i, r = row0 + tx;  // row c of y, element r
-    if (c < cols && r < rows) yb[c * rows + r] = tile[tx][ty + 4 * i];
-  }
-}
-
 bool aligned(const void* p, unsigned bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
@@ -298,15 +262,6 @@ cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
                              ? aligned(a.x, 8) && strides_even
                              : aligned(a.x, 4) && aligned(a.y, 4) && strides_even && a.rows % 2 == 0;
   int words = a.tile_words;
-  if (sizeof(T) == 2 && !word_path && words == 0 && a.band <= 1 &&
-      ceil_div(a.rows, kSmallTile) <= 65535 && a.batch <= 65535) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(a.cols, kSmallTile)),
-                    static_cast<unsigned>(ceil_div(a.rows, kSmallTile)), static_cast<unsigned>(a.batch));
-    small_tile_kernel<<<grid, dim3(kSmallTile, 4), 0, stream>>>(
-        static_cast<const unsigned short*>(a.x), static_cast<unsigned short*>(a.y), a.rows, a.cols,
-        a.batch_stride, a.row_stride);
-    return cudaGetLastError();
-  }
   if (words == 0) {
     // 32 word-rows where the 64-word grid is under two waves of resident blocks. Measured on the
     // H200 (scripts/tune/specs/transpose_tiles.yaml, three runs, results/h200/issue15/2026-12-02b/):
