@@ -175,7 +175,7 @@ stage_embed() {  # embedding's two ways to wait for the index check, beside eage
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "embedding" -rfE 2>&1 | tail -4
 }
 stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's copy, timed by solbench run
-  timeout 150 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
+  timeout 240 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
     --json "$OUT/transpose_bands.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
