@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import kernels_ext
+from solbench.telemetry import ClockMonitor, Sample
 
 
 @dataclass
@@ -110,23 +111,18 @@ class ClockRecord:
     sm_clock_mhz_median: float
     sm_clock_mhz_min: float
     power_w_median: float
-    throttle_reasons: list[int]
+    throttle_reasons: list[str]
 
 
-def sample_clocks(stop: threading.Event, out: list[tuple[int, float, int]]) -> None:
-    import pynvml
-
-    pynvml.nvmlInit()
-    dev = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+def sample_clocks(monitor: ClockMonitor, stop: threading.Event, out: list[Sample]) -> None:
     while not stop.is_set():
-        clock = pynvml.nvmlDeviceGetClockInfo(dev, pynvml.NVML_CLOCK_SM)
-        power = pynvml.nvmlDeviceGetPowerUsage(dev) / 1000.0
-        reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(dev)
-        out.append((clock, power, reasons))
+        s = monitor.sample()
+        if s is not None:
+            out.append(s)
         time.sleep(0.02)
 
 
-def clock_probe(case: Case, seconds: float = 2.0) -> ClockRecord:
+def clock_probe(case: Case, monitor: ClockMonitor, seconds: float = 2.0) -> ClockRecord:
     for _ in range(3):
         case.fn()
     torch.cuda.synchronize()
@@ -136,9 +132,9 @@ def clock_probe(case: Case, seconds: float = 2.0) -> ClockRecord:
     end.record()
     end.synchronize()
     calls = max(10, int(seconds * 1000.0 / max(start.elapsed_time(end), 1e-3)))
-    samples: list[tuple[int, float, int]] = []
+    samples: list[Sample] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=sample_clocks, args=(stop, samples))
+    sampler = threading.Thread(target=sample_clocks, args=(monitor, stop, samples))
     sampler.start()
     time.sleep(0.05)
     start.record()
@@ -148,12 +144,14 @@ def clock_probe(case: Case, seconds: float = 2.0) -> ClockRecord:
     end.synchronize()
     stop.set()
     sampler.join()
+    if not samples:
+        raise SystemExit(f"{case.name}: no NVML samples ({monitor.off_reason or 'none read'})")
     ms = start.elapsed_time(end) / calls
-    clocks = [c for c, _, _ in samples]
+    clocks = [x.sm_mhz for x in samples]
     return ClockRecord(case.name, calls, case.flops / (ms * 1e-3) / 1e12,
                        statistics.median(clocks), min(clocks),
-                       statistics.median(p for _, p, _ in samples),
-                       sorted({r for _, _, r in samples}))
+                       statistics.median(x.power_w or 0.0 for x in samples),
+                       sorted({r for x in samples for r in x.throttle_reasons()}))
 
 
 SUMMARY_METRICS = (
@@ -217,7 +215,13 @@ def main() -> None:
     if not args.clocks:
         profile_once(cases)
         return
-    records = [clock_probe(c) for c in cases]
+    monitor = ClockMonitor.open("cuda", torch.cuda.current_device())
+    if not monitor.enabled:
+        raise SystemExit(monitor.off_reason)
+    try:
+        records = [clock_probe(c, monitor) for c in cases]
+    finally:
+        monitor.close()
     with open(args.out, "w") as f:
         json.dump([asdict(r) for r in records], f, indent=1)
     print(f"{'kernel':26} {'TFLOP/s':>8} {'SM MHz':>7} {'min':>6} {'W':>6}  reasons")
