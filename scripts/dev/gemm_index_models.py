@@ -302,9 +302,11 @@ def check_mma_pipe_copy_split() -> None:
         w = (n0 + row) * ldw + 8 * q
         pa, pw = a + kt * MP_BK, w + kt * MP_BK     # load(): pointers stepped
         for i in range(MP_A_COPIES):
-            whole[soff + i * row_step] = ("A", pa); pa += step_a
+            whole[soff + i * row_step] = ("A", pa)
+            pa += step_a
         for i in range(MP_B_COPIES):
-            whole[MP_A_BYTES + soff + i * row_step] = ("W", pw); pw += step_w
+            whole[MP_A_BYTES + soff + i * row_step] = ("W", pw)
+            pw += step_w
         for kk in range(MP_K_STEPS):             # load_part<kk * MP_PER_STEP, MP_PER_STEP>
             pa, pw = a + kt * MP_BK, w + kt * MP_BK
             for j in range(kk * MP_PER_STEP, (kk + 1) * MP_PER_STEP):
@@ -360,10 +362,12 @@ def mma_pipe_program(num_kt: int, fast_kt: int) -> list[tuple]:
     kt = 0
     while kt < fast_kt - (MP_S - 1):
         assert kt + MP_S - 1 < fast_kt
-        ktile(kt, True); kt += 1
+        ktile(kt, True)
+        kt += 1
     while kt < num_kt:
         assert kt + MP_S - 1 >= fast_kt
-        ktile(kt, False); kt += 1
+        ktile(kt, False)
+        kt += 1
     return ev
 
 
@@ -377,18 +381,21 @@ def check_mma_pipe_schedule(num_kt: int, fast_kt: int) -> None:
     mmas = []
     for e in ev:
         if e[0] == "copy":
-            writes.append((epoch, e[1], e[2])); open_copies.append(e[2])
+            writes.append((epoch, e[1], e[2]))
+            open_copies.append(e[2])
         elif e[0] == "commit":
             assert len(set(open_copies)) <= 1, "one group holds two tiles"
             group_tile[committed] = open_copies[0] if open_copies else None
-            committed += 1; open_copies = []
+            committed += 1
+            open_copies = []
         elif e[0] == "wait":
             assert not open_copies, "copies issued but not committed before a wait"
             for g in range(committed - e[1]):
                 if group_tile.get(g) is not None:
                     complete.add(group_tile[g])
         elif e[0] == "bar":
-            epoch += 1; landed_for_all = set(complete)   # every thread ran the same waits
+            epoch += 1
+            landed_for_all = set(complete)   # every thread ran the same waits
         elif e[0] == "read":
             _, stage, tile = e
             if tile < num_kt:
