@@ -6,7 +6,8 @@ Written while no GPU was available, to check the parts of three new kernels that
 get wrong, by following their C++ line by line (same names, same arithmetic):
   - gemm_decode_mma (kernels_ext/csrc/gemm/gemm_decode_mma.cu): per-lane 16-byte pieces, the
     k-permutation shared by the mma.sync A and B fragments (PTX m16n8k16 layouts), the W and x
-    register rings with their zero-filled tails, the K-split reduction, the library's CTA shapes and an interleaved one;
+    register rings with their zero-filled tails, the K-split reduction, the shuffles that hand a lane
+    its row when W is loaded 8 or 16 lanes to a row, the library's CTA shapes and three more;
   - sgemm_fp32 Loader32 (sgemm_fp32.cu): every [k][row] slot of a stage written once with the
     right element or zero, on the unpredicated interior path and the predicated one;
   - hgemm_mma bk64 InteriorCopies (hgemm_mma.cu): the same 16-byte chunks at the same swizzled
@@ -24,10 +25,11 @@ import numpy as np
 
 # ------------------------------------------------------------------------- gemm_decode_mma
 
-DM_CHUNK, DM_XDEPTH = 32, 2
-# DecodeShape<kWarps, kRowWarps, kGroups, kDepth, kInterleave>: the library's two (Rows32, Rows16)
-# and one interleaved layout the probe times.
-DM_SHAPES = ((8, 2, 2, 4, False), (8, 1, 2, 4, False), (16, 4, 2, 8, True))
+DM_SUBCHUNK, DM_XDEPTH = 32, 2
+# DecodeShape<kWarps, kRowWarps, kGroups, kDepth, kInterleave, kLoad, kRowLanes> (kLoad changes no
+# index): the library's two (Rows32; Rows16, 8 lanes to a row) and layouts the probe times.
+DM_SHAPES = ((8, 2, 2, 4, False, 4), (8, 1, 2, 2, False, 8), (16, 4, 2, 8, True, 4), (8, 2, 2, 2, True, 8),
+             (8, 2, 1, 2, False, 16))
 
 
 def mma_m16n8k16(acc: list[list[float]], a_frag: dict, b_frag: dict) -> None:
@@ -50,16 +52,29 @@ def mma_m16n8k16(acc: list[list[float]], a_frag: dict, b_frag: dict) -> None:
         acc[lane][3] += d[g + 8, 2 * t + 1]
 
 
-def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int, int, bool]) -> np.ndarray:
-    warps, row_warps, groups, depth, interleave = shape
+def gather_row(v: list, q: int, lane_values: dict, row_lanes: int, lane: int) -> list:
+    """gather_row<R>: row g's piece of sub-chunk q for `lane`, from load g / P of lane R (g % P) + 4 q + t
+    (v: this lane's loads, unused but for R = 4; lane_values[src]: the source lane's loads)."""
+    if row_lanes == 4:
+        return v[0]
+    p_rows = 32 // row_lanes
+    g, t = lane // 4, lane % 4
+    src = row_lanes * (g % p_rows) + 4 * q + t
+    return lane_values[src][g // p_rows]
+
+
+def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int, int, bool, int]) -> np.ndarray:
+    warps, row_warps, groups, depth, interleave, row_lanes = shape
     m, k = a_mat.shape
     n = w_mat.shape[0]
     assert k % 8 == 0 and m <= 16
     ksplit = warps // row_warps
     rows = row_warps * groups * 8
     stride = ksplit if interleave else 1
+    subs = row_lanes // 4
+    chunk = DM_SUBCHUNK * subs
     af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
-    chunks = (k + DM_CHUNK - 1) // DM_CHUNK
+    chunks = (k + chunk - 1) // chunk
     per_split = (chunks + ksplit - 1) // ksplit
     c = np.full((m, n), np.nan)
 
@@ -78,48 +93,55 @@ def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int,
             base = q if interleave else min(q * per_split, chunks)
             c_end = chunks if interleave else min(base + per_split, chunks)
             n_chunks = (chunks - q + ksplit - 1) // ksplit if interleave else c_end - base
-            wp, xp, xlive, lim = {}, {}, {}, {}
+            lim = min(c_end * chunk, k) - base * chunk
+            wp, xp, xlive, wofs, xofs = {}, {}, {}, {}, {}
             for lane in range(32):
                 g, t = lane // 4, lane % 4
-                kofs = 8 * t
+                wofs[lane], xofs[lane] = 8 * (lane % row_lanes), 8 * t
                 for r in range(groups):
-                    wp[lane, r] = min(row0 + 8 * r + g, n - 1) * k + base * DM_CHUNK + kofs
+                    for i in range(subs):
+                        row = min(row0 + 8 * r + (32 // row_lanes) * i + lane // row_lanes, n - 1)
+                        wp[lane, r, i] = row * k + base * chunk + wofs[lane]
                 for h in range(2):
                     token = 8 * h + g
                     xlive[lane, h] = token < m
-                    xp[lane, h] = (token if xlive[lane, h] else 0) * k + base * DM_CHUNK + kofs
-                lim[lane] = min(c_end * DM_CHUNK, k) - base * DM_CHUNK - kofs
+                    xp[lane, h] = (token if xlive[lane, h] else 0) * k + base * chunk + xofs[lane]
 
             def load_w(lane: int, i: int, j: int) -> list:
-                ok = i * stride * DM_CHUNK < lim[lane]
-                return [piece(wf, wp[lane, r] + j * stride * DM_CHUNK, ok) for r in range(groups)]
+                ok = i * stride * chunk + wofs[lane] < lim
+                return [[piece(wf, wp[lane, r, l] + j * stride * chunk, ok) for l in range(subs)]
+                        for r in range(groups)]
 
             def load_x(lane: int, i: int, j: int) -> list:
-                ok = i * stride * DM_CHUNK < lim[lane]
-                return [piece(af, xp[lane, h] + j * stride * DM_CHUNK, ok and xlive[lane, h]) for h in range(2)]
+                return [[piece(af, xp[lane, h] + j * stride * chunk + DM_SUBCHUNK * sc,
+                               i * stride * chunk + DM_SUBCHUNK * sc + xofs[lane] < lim and xlive[lane, h])
+                         for h in range(2)] for sc in range(subs)]
 
             acc = [[[0.0] * 4 for _ in range(32)] for _ in range(groups)]
             wq = {(lane, u): load_w(lane, u, u) for lane in range(32) for u in range(depth)}
             xq = {(lane, u): load_x(lane, u, u) for lane in range(32) for u in range(DM_XDEPTH)}
             for i0 in range(0, n_chunks, depth):
                 for u in range(depth):
-                    for s in range(2):
-                        a_frag = {}
-                        for lane in range(32):
-                            xg, xg8 = xq[lane, u % DM_XDEPTH]
-                            a_frag[lane] = [xg[2 * s], xg8[2 * s], xg[2 * s + 1], xg8[2 * s + 1]]
+                    for sc in range(subs):
                         for r in range(groups):
-                            b_frag = {lane: [wq[lane, u][r][2 * s], wq[lane, u][r][2 * s + 1]]
-                                      for lane in range(32)}
-                            mma_m16n8k16(acc[r], a_frag, b_frag)
+                            loads = {lane: wq[lane, u][r] for lane in range(32)}
+                            wv = {lane: gather_row(loads[lane], sc, loads, row_lanes, lane) for lane in range(32)}
+                            for s in range(2):
+                                a_frag = {}
+                                for lane in range(32):
+                                    xg, xg8 = xq[lane, u % DM_XDEPTH][sc]
+                                    a_frag[lane] = [xg[2 * s], xg8[2 * s], xg[2 * s + 1], xg8[2 * s + 1]]
+                                b_frag = {lane: [wv[lane][2 * s], wv[lane][2 * s + 1]] for lane in range(32)}
+                                mma_m16n8k16(acc[r], a_frag, b_frag)
                     for lane in range(32):
                         wq[lane, u] = load_w(lane, i0 + u + depth, u + depth)
                         xq[lane, u % DM_XDEPTH] = load_x(lane, i0 + u + DM_XDEPTH, u + DM_XDEPTH)
                 for lane in range(32):
                     for r in range(groups):
-                        wp[lane, r] += depth * stride * DM_CHUNK
-                    xp[lane, 0] += depth * stride * DM_CHUNK
-                    xp[lane, 1] += depth * stride * DM_CHUNK
+                        for i in range(subs):
+                            wp[lane, r, i] += depth * stride * chunk
+                    xp[lane, 0] += depth * stride * chunk
+                    xp[lane, 1] += depth * stride * chunk
             for lane in range(32):
                 g, t = lane // 4, lane % 4
                 for r in range(groups):

@@ -39,6 +39,7 @@
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
+#   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
 #   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
 #   dtests   the GPU tests of the decode GEMM, the gemv family and embedding
 #   gemmprobe  GEMM kernels timed under each condition solbench run differs in (scripts/tune/gemm_timing_probe.py)
@@ -175,7 +176,7 @@ stage_embed() {  # embedding's two ways to wait for the index check, beside eage
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "embedding" -rfE 2>&1 | tail -4
 }
 stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's copy, timed by solbench run
-  timeout 240 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
+  timeout 300 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
     --json "$OUT/transpose_bands.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
@@ -257,6 +258,7 @@ stage_readonly() {  # the calls that mostly read (decode GEMM, GEMV) beside cuBL
   timeout 200 solbench run --ops gemm_decode,gemv --dtypes bfloat16 --impls eager,decode_wgmma,decode_mma,auto,cuda,cuda_mma,cuda_decode \
     --budget 0.3 --timeout 120 --json "$OUT/readonly.json" --out $RUNS
 }
+stage_dtimeline() { timeout 200 python3 scripts/tune/decode_timeline.py --json "$OUT/decode_timeline.json" | tee "$OUT/decode_timeline.txt"; }
 stage_dprobe() {  # the decode GEMM's CTA shapes, cuBLAS and a plain read of W (scripts/tune/decode_probe.cu)
   local src="scripts/tune/decode_probe.cu kernels_ext/csrc/gemv/gemv.cu kernels_ext/csrc/gemv/gemv_mma.cu" flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr"
   nvcc $flags -lcublas -o /tmp/decode_probe $src || nvcc $flags -o /tmp/decode_probe $src || return 1

@@ -14,7 +14,9 @@
 //       step s: b = {w[2s], w[2s+1]},  a = {xg[2s], xg8[2s], xg[2s+1], xg8[2s+1]}  (b32 words)
 //     i.e. the fragment's logical k (2t, 2t+1) of step s is physical k0 + 8t + 4s + (0, 1) and
 //     logical (2t+8, 2t+9) is k0 + 8t + 4s + (2, 3), for A and B alike (mma_sync.cuh has the
-//     fragment layouts). No shuffles, no ldmatrix, no shared memory in the main loop.
+//     fragment layouts). No ldmatrix, no shared memory in the main loop. A shape may instead load
+//     W 8 lanes to a row (kRowLanes: 128 contiguous bytes per row per instruction) and shuffle
+//     each lane its row's pieces (gather_row); Rows16 does, with no L2 hints.
 //   - x (M x K: 256 KiB at M = 16, K = 8192) is re-read by every CTA through L1 (tile::ldg_16_if);
 //     each x fragment serves two n8 row groups. One m16 tile of tokens: M <= 16 (a second tile
 //     would need registers the 128-register threads do not have; M = 17..64 is gemm_decode's).
@@ -39,14 +41,20 @@
 namespace sk::gemm {
 namespace {
 
-constexpr int kChunk = 32;                      // k per chunk: one 16-byte piece per lane per row
+constexpr int kSubChunk = 32;   // k of one mma pair: one 16-byte piece for each of a row's 4 lanes
 
 // A CTA's layout: kWarps warps, kRowWarps of them side by side over rows (kGroups n8 row groups
 // each, sharing every x fragment), kWarps / kRowWarps over K. In flight per thread: kDepth chunks
 // of W per row group (the HBM stream), kXDepth of x (L1/L2 hits: a short ring suffices).
 // kInterleave: K-split q takes chunks q, q + kKSplit, ... (the splits of a row read neighbouring
 // 64-byte pieces) instead of one contiguous quarter of the row each.
-template <int kWarps_, int kRowWarps_, int kGroups_, int kDepth_, bool kInterleave_ = false>
+// kLoad: how W is loaded (tile::StreamLoad; the full hint set unless a shape names another).
+// kRowLanes: lanes that load one row of W in one instruction (16 bytes each). 4 is the mma's own
+// layout (lane (g, t) reads row g: 8 rows x 64 bytes per instruction); 8 or 16 read 4 rows x 128
+// or 2 rows x 256 contiguous bytes, and shuffles then hand each lane its row's pieces
+// (gather_row). A chunk is then kRowLanes / 4 sub-chunks of 32 k.
+template <int kWarps_, int kRowWarps_, int kGroups_, int kDepth_, bool kInterleave_ = false,
+          tile::StreamLoad kLoad_ = tile::StreamLoad::kEvictFirst256, int kRowLanes_ = 4>
 struct DecodeShape {
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
@@ -55,6 +63,11 @@ struct DecodeShape {
   static constexpr int kDepth = kDepth_;
   static constexpr int kXDepth = 2;
   static constexpr bool kInterleave = kInterleave_;
+  static constexpr tile::StreamLoad kLoad = kLoad_;
+  static constexpr int kRowLanes = kRowLanes_;
+  static constexpr int kSubChunks = kRowLanes / 4;             // per chunk; also W loads per group
+  static constexpr int kChunk = kSubChunk * kSubChunks;        // k per chunk
+  static_assert(kRowLanes == 4 || kRowLanes == 8 || kRowLanes == 16, "4, 8 or 16 lanes per row");
   static constexpr int kKSplit = kWarps / kRowWarps;
   static constexpr int kRows = kRowWarps * kGroups * 8;   // W rows per CTA
   // One CTA per SM at 512 threads (128 registers), two at 256.
@@ -72,9 +85,14 @@ struct DecodeShape {
 //    38.0 us at M = 16, N = K = 8192; 67.1 against 69.5 at N = 16384 (probe).
 //  - Rows16: the same CTA over 16 rows (1 row warp x 8 K-splits), when N / 32 CTAs would fill under
 //    three quarters of the SMs' two slots (N = 4096, K = 14336: 0.95x cuBLAS under solbench run; a
-//    512-thread 32-row CTA of 16 K-splits, faster in the probe, ran 0.91x there).
+//    512-thread 32-row CTA of 16 K-splits, faster in the probe, ran 0.91x there). Since 2026-12-02 it
+//    loads W 8 lanes to a row (4 rows x 128 contiguous bytes per instruction, shuffled into the
+//    mma's layout), 2 chunks of 64 k in flight (the same bytes), no L2 hints: 32.9 against 34.0 us
+//    at N = 4096, K = 14336 in two probe runs (cuBLAS 33.8-34.3; results/h200/issue13/2026-12-02d/).
+//    The same change made Rows32 no faster (36.3-36.4 against 36.1-36.2 us at N = K = 8192), nor
+//    did 128-byte rows with K-splits interleaved, so Rows32 keeps the mma's layout and the hints.
 using Rows32 = DecodeShape<8, 2, 2, 4>;
-using Rows16 = DecodeShape<8, 1, 2, 4>;
+using Rows16 = DecodeShape<8, 1, 2, 2, false, tile::StreamLoad::kNoAllocate, 8>;
 
 struct DecodeMmaArgs {
   const void* a;
@@ -86,6 +104,33 @@ struct DecodeMmaArgs {
   int per_split;  // chunks per K-split (contiguous splits)
 };
 
+// Row g's piece of sub-chunk q for lane (g, t) = (lane / 4, lane % 4), from a chunk loaded kRowLanes
+// lanes to a row: load i holds row P i + lane / R at k = 8 (lane % R), P = 32 / R rows per load,
+// so the piece is in load g / P of lane R (g % P) + 4 q + t. One shuffle per load, the right one
+// kept (R = 4: the loads are the mma's layout already, no shuffle).
+template <int R>
+__device__ __forceinline__ uint4 gather_row(const uint4 (&v)[R / 4], int q, int lane) {
+  if constexpr (R == 4) {
+    (void)q, (void)lane;
+    return v[0];
+  } else {
+    constexpr int P = 32 / R;
+    const int g = lane / 4, t = lane % 4;
+    const int src = R * (g % P) + 4 * q + t;
+    uint4 out = v[0];
+#pragma unroll
+    for (int i = 0; i < R / 4; ++i) {
+      uint4 x;
+      x.x = __shfl_sync(0xffffffffu, v[i].x, src);
+      x.y = __shfl_sync(0xffffffffu, v[i].y, src);
+      x.z = __shfl_sync(0xffffffffu, v[i].z, src);
+      x.w = __shfl_sync(0xffffffffu, v[i].w, src);
+      if (g / P == i) out = x;
+    }
+    return out;
+  }
+}
+
 template <class T, class S>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_kernel(const DecodeMmaArgs p) {
   constexpr int D = S::kDepth;
@@ -93,6 +138,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   constexpr int G = S::kGroups;
   constexpr int kKSplit = S::kKSplit;
   constexpr int kRows = S::kRows;
+  constexpr int R = S::kRowLanes;
+  constexpr int I = S::kSubChunks;
+  constexpr int kChunk = S::kChunk;
   constexpr int kStride = S::kInterleave ? kKSplit : 1;   // chunks between a split's neighbours
   __shared__ float red[kKSplit][16][kRows];
 
@@ -104,15 +152,20 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   const int base = S::kInterleave ? q : min(q * p.per_split, p.chunks);
   const int c_end = S::kInterleave ? p.chunks : min(base + p.per_split, p.chunks);
   const int n_chunks = S::kInterleave ? (p.chunks - q + kKSplit - 1) / kKSplit : c_end - base;
-  const int kofs = 8 * t;   // this lane's first element within a chunk
+  const int wofs = 8 * (lane % R);   // this lane's first element of W within a chunk
+  const int xofs = 8 * t;            // and of x within a sub-chunk
 
-  // Row pointers at this lane's piece of chunk `base`, advanced by D chunks of the split per round.
-  const T* wp[G];
+  // Row pointers at this lane's pieces of chunk `base` (load i of group r: row 8 r + P i + lane / R
+  // of the row warp's), advanced by D chunks of the split per round.
+  const T* wp[G][I];
 #pragma unroll
   for (int r = 0; r < G; ++r) {
-    const int row = min(row0 + 8 * r + g, p.n - 1);
-    wp[r] = static_cast<const T*>(p.w) + static_cast<int64_t>(row) * p.ldw +
-            static_cast<int64_t>(base) * kChunk + kofs;
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int row = min(row0 + 8 * r + (32 / R) * i + lane / R, p.n - 1);
+      wp[r][i] = static_cast<const T*>(p.w) + static_cast<int64_t>(row) * p.ldw +
+                 static_cast<int64_t>(base) * kChunk + wofs;
+    }
   }
   const T* xp[2];    // x rows g and g + 8 (tokens)
   bool xlive[2];
@@ -121,23 +174,33 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
     const int token = 8 * h + g;
     xlive[h] = token < p.m;
     xp[h] = static_cast<const T*>(p.a) + static_cast<int64_t>(xlive[h] ? token : 0) * p.lda +
-            static_cast<int64_t>(base) * kChunk + kofs;
+            static_cast<int64_t>(base) * kChunk + xofs;
   }
-  // This lane's piece of the split's chunk i exists when it starts before the split's end and
-  // before K (K % 8 == 0: a piece is wholly in or wholly out): i * kStride * kChunk < lim.
-  const int lim = min(c_end * kChunk, p.k) - base * kChunk - kofs;
+  // A piece of the split's chunk i exists when it starts before the split's end and before K
+  // (K % 8 == 0: a piece is wholly in or wholly out): i * kStride * kChunk + its offset < lim.
+  const int lim = min(c_end * kChunk, p.k) - base * kChunk;
   const uint64_t once = tile::l2_policy_evict_first();
   // The split's chunk i, at offset j (chunks of the split) from the pointers' current chunk:
   // offsets are compile-time constants, so every load is [base + immediate].
-  auto load_w = [&](uint4 (&dst)[G], int i, int j) {
-    const bool ok = i * kStride * kChunk < lim;
+  auto load_w = [&](uint4 (&dst)[G][I], int i, int j) {
+    const bool ok = i * kStride * kChunk + wofs < lim;
 #pragma unroll
-    for (int r = 0; r < G; ++r) dst[r] = tile::ldg_stream_16_if(wp[r] + j * kStride * kChunk, once, ok);
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int l = 0; l < I; ++l) {
+        dst[r][l] = tile::ldg_stream_16_as_if<S::kLoad>(wp[r][l] + j * kStride * kChunk, once, ok);
+      }
+    }
   };
-  auto load_x = [&](uint4 (&dst)[2], int i, int j) {
-    const bool ok = i * kStride * kChunk < lim;
+  auto load_x = [&](uint4 (&dst)[I][2], int i, int j) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) dst[h] = tile::ldg_16_if(xp[h] + j * kStride * kChunk, ok && xlive[h]);
+    for (int sc = 0; sc < I; ++sc) {
+      const bool ok = i * kStride * kChunk + kSubChunk * sc + xofs < lim;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        dst[sc][h] = tile::ldg_16_if(xp[h] + j * kStride * kChunk + kSubChunk * sc, ok && xlive[h]);
+      }
+    }
   };
 
   float acc[G][4];
@@ -146,8 +209,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[r][i] = 0.0f;
   }
-  uint4 wq[D][G];
-  uint4 xq[XD][2];
+  uint4 wq[D][G][I];
+  uint4 xq[XD][I][2];
 #pragma unroll
   for (int u = 0; u < D; ++u) load_w(wq[u], u, u);
 #pragma unroll
@@ -158,24 +221,30 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   for (int i0 = 0; i0 < n_chunks; i0 += D) {
 #pragma unroll
     for (int u = 0; u < D; ++u) {
-      const uint4& xg = xq[u % XD][0];
-      const uint4& xg8 = xq[u % XD][1];
 #pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const uint32_t a[4] = {s == 0 ? xg.x : xg.z, s == 0 ? xg8.x : xg8.z,
-                               s == 0 ? xg.y : xg.w, s == 0 ? xg8.y : xg8.w};
+      for (int sc = 0; sc < I; ++sc) {
+        const uint4& xg = xq[u % XD][sc][0];
+        const uint4& xg8 = xq[u % XD][sc][1];
 #pragma unroll
         for (int r = 0; r < G; ++r) {
-          const uint4& wv = wq[u][r];
-          const uint32_t b[2] = {s == 0 ? wv.x : wv.z, s == 0 ? wv.y : wv.w};
-          tile::mma_m16n8k16<T>(acc[r], a, b);
+          const uint4 wv = gather_row<R>(wq[u][r], sc, lane);
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t a[4] = {s == 0 ? xg.x : xg.z, s == 0 ? xg8.x : xg8.z,
+                                   s == 0 ? xg.y : xg.w, s == 0 ? xg8.y : xg8.w};
+            const uint32_t b[2] = {s == 0 ? wv.x : wv.z, s == 0 ? wv.y : wv.w};
+            tile::mma_m16n8k16<T>(acc[r], a, b);
+          }
         }
       }
       load_w(wq[u], i0 + u + D, u + D);
       load_x(xq[u % XD], i0 + u + XD, u + XD);
     }
 #pragma unroll
-    for (int r = 0; r < G; ++r) wp[r] += D * kStride * kChunk;
+    for (int r = 0; r < G; ++r) {
+#pragma unroll
+      for (int i = 0; i < I; ++i) wp[r][i] += D * kStride * kChunk;
+    }
     xp[0] += D * kStride * kChunk;
     xp[1] += D * kStride * kChunk;
   }
@@ -215,7 +284,7 @@ Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream) {
   p.lda = g.lda;
   p.ldw = g.ldw;
   p.ldc = g.ldc;
-  p.chunks = static_cast<int>((g.k + kChunk - 1) / kChunk);
+  p.chunks = static_cast<int>((g.k + S::kChunk - 1) / S::kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
   const int64_t blocks = (g.n + S::kRows - 1) / S::kRows;
   gemm_decode_mma_kernel<T, S><<<static_cast<unsigned>(blocks), S::kThreads, 0, stream>>>(p);

@@ -65,6 +65,42 @@ __device__ __forceinline__ uint4 ldg_stream_16_if(const void* p, uint64_t policy
   return v;
 }
 
+// How a streamed operand is loaded (ldg_stream_16_as_if): the full hint set of
+// ldg_stream_16_if, or parts of it. The decode GEMM's shapes name one (gemm_decode_mma.cu);
+// scripts/tune/decode_probe.cu measures each beside a plain read.
+enum class StreamLoad {
+  kEvictFirst256,  // L1::no_allocate, L2 evict_first, L2::256B prefetch (ldg_stream_16_if)
+  kPrefetch256,    // L1::no_allocate, L2::256B prefetch, default L2 policy
+  kNoAllocate,     // L1::no_allocate only
+  kReadOnly,       // ld.global.nc: the read-only path, allocating in L1 (what __ldg does)
+};
+
+template <StreamLoad kHow>
+__device__ __forceinline__ uint4 ldg_stream_16_as_if(const void* p, uint64_t policy, bool pred) {
+  if constexpr (kHow == StreamLoad::kEvictFirst256) return ldg_stream_16_if(p, policy, pred);
+  uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define SK_LDG_PRED_V4(INSTR)                                                              \
+  asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\n"                               \
+               "mov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"          \
+               "@q " INSTR " {%0, %1, %2, %3}, [%4];\n}"                                   \
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                               \
+               : "l"(p), "r"(static_cast<int>(pred)))
+  if constexpr (kHow == StreamLoad::kPrefetch256) {
+    SK_LDG_PRED_V4("ld.global.nc.L1::no_allocate.L2::256B.v4.u32");
+  } else if constexpr (kHow == StreamLoad::kNoAllocate) {
+    SK_LDG_PRED_V4("ld.global.nc.L1::no_allocate.v4.u32");
+  } else {
+    SK_LDG_PRED_V4("ld.global.nc.v4.u32");
+  }
+#undef SK_LDG_PRED_V4
+  (void)policy;
+#else
+  __trap();
+#endif
+  return v;
+}
+
 // As ldg_16, zeros when !pred.
 __device__ __forceinline__ uint4 ldg_16_if(const void* p, bool pred) {
   uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
