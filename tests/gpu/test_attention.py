@@ -134,9 +134,9 @@ def test_decode_partitions(d, h, hkv, sq, sk):
 @pytest.mark.parametrize("splits", [1, 3, 9, 16, 17, 64, 256])
 @pytest.mark.parametrize("h,hkv,sq,sk", [(8, 1, 1, 16384), (64, 8, 16, 5000), (4, 4, 2, 100)])
 def test_decode_with_a_chosen_split(splits, h, hkv, sq, sk):
-    # One part, an odd count, 9 and 16 (the cluster merge on sm_90, above the portable 8), 17 (the
-    # combine kernel again), and the most the combine takes (clamped to the key tiles where fewer):
-    # the mma.sync rows and, at 128 packed rows on sm_90, the wgmma split kernel.
+    # One part, odd counts, 16 (the automatic count for 8 K/V heads), and the most the combine takes
+    # (clamped to the key tiles where fewer): the mma.sync rows and, at 128 packed rows on sm_90, the
+    # wgmma split kernel.
     q, k, v = rand_qkv(1, h, hkv, sq, sk, 128, torch.bfloat16, seed=splits)
     poison(((1, h, sq, 128), torch.bfloat16))
     got = kernels_ext.attention_decode(q, k, v, splits=splits)
@@ -149,10 +149,10 @@ def test_decode_with_a_chosen_split(splits, h, hkv, sq, sk):
 @pytest.mark.parametrize("b,h,hkv,sq,sk,causal", [(1, 64, 8, 1, 16384, False), (1, 64, 8, 4, 5000, True),
                                                   (1, 64, 8, 3, 2, True), (2, 16, 16, 1, 100, False),
                                                   (3, 24, 8, 2, 4097, True)])
-def test_decode_cluster_merge(d, b, h, hkv, sq, sk, causal):
-    # Automatic splits of 16 or fewer per row block, where on sm_90 the splits of a row block are one
-    # cluster that merges in distributed shared memory: 8 and 32 packed rows (16- and 32-row blocks),
-    # keys for one tile only (one split), rows that see no key (SQ > SK, causal), several batches.
+def test_decode_few_splits(d, b, h, hkv, sq, sk, causal):
+    # Automatic splits of 16 or fewer per row block (8 K/V heads or more): 8 and 32 packed rows (16- and
+    # 32-row blocks), keys for one tile only (one split), rows that see no key (SQ > SK, causal), several
+    # batches.
     check("decode", b, h, hkv, sq, sk, d, causal, torch.bfloat16, seed=h * sq + sk)
 
 

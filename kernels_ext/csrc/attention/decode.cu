@@ -32,12 +32,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "../tile/online_softmax.cuh"
 #include "args.cuh"
 #include "attention.h"
-#include "../tile/cluster.cuh"
 #include "../tile/grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
@@ -76,15 +74,7 @@ struct DecodeConfig {
   static constexpr int kMergeStride = D + 8;
   static constexpr int kMergeBytes = WK * BR * (kMergeStride + 1) * 4;
   static_assert(WK == 1 || kMergeBytes <= 2 * kStages * kKVBytes, "merge buffers fit the stages");
-  // The cluster merge (decode_split<..., true>): the block's merged partial, [BR][D] floats then
-  // [BR] LSEs, after the merge buffers, for its cluster peers to read.
-  static constexpr int kPartBytes = BR * D * 4 + BR * 4;
-  static constexpr bool kClusterMergeFits =
-      WK > 1 && kMergeBytes + kPartBytes <= 2 * kStages * kKVBytes;
 };
-
-// Splits a cluster merge takes: the largest cluster an H100/H200 launches (non-portable above 8).
-constexpr int kMaxClusterSplits = 16;
 
 struct DecodeArgs {
   AttnArgs a;
@@ -92,21 +82,12 @@ struct DecodeArgs {
 };
 
 template <class T, class C>
-__device__ __forceinline__ void cluster_merge(const DecodeArgs& d, const float* part_o,
-                                              const float* part_lse, int b, int hk, int row_base);
-
-// kCluster: the grid's x dimension (the splits of one row block) is one thread-block cluster, whose
-// blocks merge their partials through distributed shared memory (cluster_merge) and write o and
-// the LSE themselves: no workspace, no combine kernel. Else the partials go to the workspace for
-// decode_combine.
-template <class T, class C, bool kCluster>
 __global__ void __launch_bounds__(C::kThreads, 2)
     decode_split(const __grid_constant__ DecodeArgs d) {
-  static_assert(!kCluster || C::kClusterMergeFits, "the cluster merge's partial fits the stages");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int D = C::D, MFW = C::MFW, BN = C::BN, NT = C::NT, S = C::kStages;
   const AttnArgs& a = d.a;
-  if constexpr (!kCluster) tile::launch_dependents();  // decode_combine may be placed once every split block runs
+  tile::launch_dependents();  // the combine kernel may be placed once every split block runs
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = (tile::smem_u32(smem) + kTileAlign - 1) & ~uint32_t{kTileAlign - 1};
   const uint32_t k_tiles = q_tile + C::kQBytes;
@@ -201,7 +182,7 @@ __global__ void __launch_bounds__(C::kThreads, 2)
   softmax.finalize(inv_sum, lse);
   // Row r of the block's split goes to workspace row (b, hk, row_base + r), partial `split`.
   const int64_t group_row0 = (static_cast<int64_t>(b) * a.heads_kv + hk) * d.s.rows + row_base;
-  if constexpr (C::WK == 1 && !kCluster) {
+  if constexpr (C::WK == 1) {
 #pragma unroll
     for (int r = 0; r < 2 * MFW; ++r) {
       const int f = r / 2, hh = r % 2;
@@ -226,8 +207,6 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     unsigned char* stages = smem + (k_tiles - tile::smem_u32(smem));
     float* merge_o = reinterpret_cast<float*>(stages);                      // [WK][BR][stride]
     float* merge_lse = merge_o + C::WK * C::BR * C::kMergeStride;           // [WK][BR]
-    float* part_o = reinterpret_cast<float*>(stages + C::kMergeBytes);      // [BR][D] (kCluster)
-    float* part_lse = part_o + C::BR * D;                                   // [BR]
 #pragma unroll
     for (int r = 0; r < 2 * MFW; ++r) {
       const int f = r / 2, hh = r % 2;
@@ -262,79 +241,13 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         acc.z = fmaf(e, x.z, acc.z), acc.w = fmaf(e, x.w, acc.w);
       }
       const float inv = total > 0.f ? 1.f / total : 0.f;
-      const float4 merged = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-      const float merged_lse = total > 0.f ? m + logf(total) : -CUDART_INF_F;
-      if constexpr (kCluster) {
-        *reinterpret_cast<float4*>(part_o + lr * D + 4 * c) = merged;
-        if (c == 0) part_lse[lr] = merged_lse;
-      } else {
-        const int64_t slot = (group_row0 + lr) * d.s.partials + split;
-        *reinterpret_cast<float4*>(d.s.o_part + slot * D + 4 * c) = merged;
-        if (c == 0) d.s.lse_part[slot] = merged_lse;
-      }
+      const int64_t slot = (group_row0 + lr) * d.s.partials + split;
+      *reinterpret_cast<float4*>(d.s.o_part + slot * D + 4 * c) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (c == 0) d.s.lse_part[slot] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
     }
-    if constexpr (kCluster) cluster_merge<T, C>(d, part_o, part_lse, b, hk, row_base);
   }
 #endif
-}
-
-// The blocks of a cluster are the splits of one row block; each holds its merged partial in shared
-// memory. Once all are there, the cluster's threads take the (row, float4 column) items in turn and
-// merge the splits' values by their LSEs, exactly as decode_combine does: weights exp(lse_s - m),
-// m the max, o = sum w_s o_s / sum w_s, lse = m + log(sum w_s); a row no split saw gets o = 0 and
-// lse = -inf. Every peer load of an item is issued before any is used. The second barrier keeps
-// each block's shared memory alive until no peer reads it.
-template <class T, class C>
-__device__ __forceinline__ void cluster_merge(const DecodeArgs& d, const float* part_o,
-                                              const float* part_lse, int b, int hk, int row_base) {
-  constexpr int D = C::D, kVecs = D / 4, S = kMaxClusterSplits;
-  const AttnArgs& a = d.a;
-  const int splits = static_cast<int>(gridDim.x);   // the cluster: launch_split_cluster checks <= S
-  tile::cluster_sync();                              // every peer's partial is written
-  const int valid = min(C::BR, d.s.rows - row_base);
-  const int first = static_cast<int>(tile::cluster_ctarank()) * C::kThreads + static_cast<int>(threadIdx.x);
-  for (int item = first; item < valid * kVecs; item += splits * C::kThreads) {
-    const int lr = item / kVecs, c = item % kVecs;
-    float lse[S];
-    float4 x[S];
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      if (s < splits) {
-        lse[s] = *tile::peer_shared(part_lse + lr, static_cast<uint32_t>(s));
-        x[s] = *tile::peer_shared(reinterpret_cast<const float4*>(part_o + lr * D + 4 * c),
-                                  static_cast<uint32_t>(s));
-      }
-    }
-    float m = -CUDART_INF_F;
-#pragma unroll
-    for (int s = 0; s < S; ++s) m = s < splits ? fmaxf(m, lse[s]) : m;
-    float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      if (s < splits && m != -CUDART_INF_F) {
-        const float w = expf(lse[s] - m);
-        total += w;
-        acc.x = fmaf(w, x[s].x, acc.x), acc.y = fmaf(w, x[s].y, acc.y);
-        acc.z = fmaf(w, x[s].z, acc.z), acc.w = fmaf(w, x[s].w, acc.w);
-      }
-    }
-    const float inv = total > 0.f ? 1.f / total : 0.f;
-    // Packed row -> (query head, position); o uses the caller's strides.
-    const int r = row_base + lr;
-    const int h = hk * a.group + r / a.seq_q;
-    const int pos = r % a.seq_q;
-    T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head + static_cast<int64_t>(pos) * D + 4 * c;
-    uint2 packed;
-    packed.x = tile::pack2<T>(acc.x * inv, acc.y * inv);
-    packed.y = tile::pack2<T>(acc.z * inv, acc.w * inv);
-    *reinterpret_cast<uint2*>(out) = packed;
-    if (a.lse != nullptr && c == 0) {
-      a.lse[(static_cast<int64_t>(b) * a.heads_q + h) * a.seq_q + pos] =
-          total > 0.f ? m + logf(total) : -CUDART_INF_F;
-    }
-  }
-  tile::cluster_sync();   // no block leaves while a peer may still read its shared memory
 }
 
 // One block per output row (a grid-stride loop beyond the grid): weights w_i = exp(lse_i - m),
@@ -483,7 +396,7 @@ DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
 
 template <class T, class C>
 cudaError_t run_split(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
-  auto kernel = decode_split<T, C, false>;
+  auto kernel = decode_split<T, C>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -501,84 +414,25 @@ cudaError_t run_combine(const DecodeArgs& d, cudaStream_t stream) {
   return tile::launch_dependent(decode_combine<T, D>, grid, dim3(kCombineThreads), 0, stream, d);
 }
 
-// The largest number of C's clusters of `splits` blocks the device holds at once (0: cannot say),
-// asked once per device and cluster size: the query costs host time on every call otherwise.
-template <class T, class C>
-int resident_clusters(const cudaLaunchConfig_t& cfg, int splits) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> memo[kMaxDevices][kMaxClusterSplits + 1] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= kMaxDevices) return 0;
-  const int known = memo[dev][splits].load();
-  if (known != 0) return known > 0 ? known : 0;
-  int fit = 0;
-  if (cudaOccupancyMaxActiveClusters(&fit, decode_split<T, C, true>, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();   // the query's failure is not the launch's
-    fit = 0;
-  }
-  memo[dev][splits].store(fit > 0 ? fit : -1);
-  return fit;
-}
-
-// The split kernel with each row block's splits as one cluster merging in distributed shared memory
-// (one kernel, no workspace), where it applies: sm_90 code, a configuration whose partial fits its
-// stages, at most 16 splits, and every cluster resident at once (one wave, as plan_decode assumes;
-// a GPC that cannot hold a cluster would otherwise make a second). False: nothing launched.
-template <class T, class C>
-bool launch_split_cluster(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream,
-                          cudaError_t* err) {
-  if constexpr (!C::kClusterMergeFits) {
-    return false;
-  } else {
-    auto kernel = decode_split<T, C, true>;
-    if (plan.splits > kMaxClusterSplits ||
-        !tile::kernel_has_sm90_code(reinterpret_cast<const void*>(kernel)) ||
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes) != cudaSuccess ||
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(plan.splits, d.a.heads_kv * plan.row_blocks, d.a.batch);
-    cfg.blockDim = dim3(C::kThreads);
-    cfg.dynamicSmemBytes = C::kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(plan.splits);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const int64_t clusters = int64_t{cfg.gridDim.y} * cfg.gridDim.z;
-    if (resident_clusters<T, C>(cfg, plan.splits) < clusters) return false;
-    *err = cudaLaunchKernelEx(&cfg, kernel, d);
-    return true;
-  }
-}
-
-// One configuration: the cluster merge where it applies, else the split kernel and decode_combine.
-template <class T, class C>
-cudaError_t run_config(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
-  cudaError_t err = cudaSuccess;
-  if (launch_split_cluster<T, C>(d, plan, stream, &err)) return err;
-  err = run_split<T, C>(d, plan, stream);
-  if (err != cudaSuccess) return err;
-  return run_combine<T, C::D>(d, stream);
-}
-
 template <class T, int D>
 cudaError_t run_decode(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
+  cudaError_t err;
   switch (plan.block_rows) {
     case 16:
-      return run_config<T, DecodeConfig<D, 1, 1, 4, 3>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 1, 1, 4, 3>>(d, plan, stream);
+      break;
     case 32:
-      return run_config<T, DecodeConfig<D, 2, 1, 4, 3>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 2, 1, 4, 3>>(d, plan, stream);
+      break;
     case 64:
-      return run_config<T, DecodeConfig<D, 2, 2, 2, 3>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 2, 2, 2, 3>>(d, plan, stream);
+      break;
     default:
-      return run_config<T, DecodeConfig<D, 2, 4, 1, 2>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 2, 4, 1, 2>>(d, plan, stream);
+      break;
   }
+  if (err != cudaSuccess) return err;
+  return run_combine<T, D>(d, stream);
 }
 
 cudaError_t combine(const AttentionParams& p, const DecodeArgs& d, cudaStream_t stream) {

@@ -20,19 +20,9 @@
 #define SK_TILE_SM90A 0
 #endif
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
 namespace sk::tile {
-
-// Whether `kernel` runs code compiled for sm_90+, i.e. has the instructions the SK_TILE_SM90 paths
-// guard (a library built from compute_80 PTX and JIT-compiled on an H100 has none of them; the
-// device's capability alone would not tell). Host only.
-inline bool kernel_has_sm90_code(const void* kernel) {
-  cudaFuncAttributes attr{};
-  return cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.ptxVersion >= 90;
-}
 
 // The 32-bit shared-window address of a generic pointer into shared memory (what .shared
 // instructions, descriptors and mbarriers take).

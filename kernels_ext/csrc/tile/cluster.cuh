@@ -35,21 +35,6 @@ __device__ __forceinline__ uint32_t num_clusters_x() {
   return r;
 }
 
-// The address of `p` (this CTA's shared memory) in cluster CTA `rank`'s shared memory, as a
-// generic pointer that plain loads read (distributed shared memory).
-template <class T>
-__device__ __forceinline__ const T* peer_shared(const T* p, uint32_t rank) {
-#if SK_TILE_SM90
-  uint64_t out = 0;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
-  return reinterpret_cast<const T*>(out);
-#else
-  (void)rank;
-  __trap();
-  return p;
-#endif
-}
-
 // Every (non-exited) thread of every CTA in the cluster; release/acquire ordering of the
 // memory operations before and after.
 __device__ __forceinline__ void cluster_sync() {

@@ -35,7 +35,10 @@ __device__ __forceinline__ void wait_for_prior_grids() {
 // run was compiled for sm_90+ (ptxVersion >= 90), i.e. contains wait_for_prior_grids(). A
 // library built from compute_80 PTX and JIT-compiled on an H100 has no such wait, so the
 // device's capability alone would not be a safe test.
-inline bool kernel_waits_for_prior_grids(const void* kernel) { return kernel_has_sm90_code(kernel); }
+inline bool kernel_waits_for_prior_grids(const void* kernel) {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.ptxVersion >= 90;
+}
 
 // Launches `kernel` on `stream`, as a programmatic dependent of the stream's previous kernel where
 // its code waits for it, as a plain launch elsewhere.
