@@ -32,6 +32,7 @@
 #   eunits   embedding's units per thread under solbench run, beside eager and compiled (scripts/tune/specs/embedding_units.yaml)
 #   families scripts/h200/families_final.sh: issue 15's 15 family specs and their GPU tests (~5 min; FAMILIES_BUDGET)
 #   small    the small case of every issue-6 family (softmax, norms, row_sum, maps) beside eager and torch.compile
+#   mtiles   the map kernel's tile shapes on the small (1024 x 1024) maps, flushed (scripts/tune/kernel_tiles.cu small)
 #   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py)
 #   cncu     the compute kernels that miss their targets beside cuBLAS/cuDNN: ncu full set and a clock probe (scripts/tune/compute_ncu.py)
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
@@ -182,7 +183,7 @@ stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's c
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_ttiles() {  # the smem transpose's 32- and 64-word tiles and the automatic pick, timed by solbench run
-  timeout 150 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
+  timeout 300 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
     --json "$OUT/transpose_tiles.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_tiles.json"
 }
@@ -196,6 +197,11 @@ stage_small() {  # the first (small) case of the issue-6 families beside eager a
   timeout 240 solbench run --ops softmax,rmsnorm,layernorm,row_sum,gelu,silu,swiglu,add --quick \
     --impls eager,compiled,cuda --budget 0.3 --json "$OUT/small.json" --out $RUNS
   python3 scripts/h200/families_summary.py "$OUT/small.json"
+}
+stage_mtiles() {  # the map kernel's tile shapes on the 1024 x 1024 maps, each launch after an L2 flush
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -o /tmp/kernel_tiles \
+    scripts/tune/kernel_tiles.cu || return 1
+  timeout 120 /tmp/kernel_tiles "$OUT/map_tiles_small.jsonl" small
 }
 stage_tncu() {  # ncu sections of our element-path transpose beside torch.compile's kernel on the same odd sizes
   timeout 200 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \

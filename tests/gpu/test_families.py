@@ -121,7 +121,7 @@ def test_rope_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- transpose
-TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs"]
+TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs", "ldsm", "ldsm_32x64", "ldsm_64x32", "ldsm_64x64", "auto"]
 
 
 @pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)

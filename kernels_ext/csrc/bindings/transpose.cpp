@@ -13,6 +13,30 @@
 
 namespace sk::impl {
 
+namespace {
+
+// ldsm variants name their block in elements of x (rows x columns); plain ldsm is 32 x 32.
+int ldsm_subs_of(c10::string_view variant) {
+  if (variant == "ldsm_32x64") return 12;
+  if (variant == "ldsm_64x32") return 21;
+  if (variant == "ldsm_64x64") return 22;
+  return 11;
+}
+
+bool is_ldsm(c10::string_view variant) { return variant.substr(0, 4) == "ldsm"; }
+
+// auto: the smem kernel. The H200 measured it ahead of ldsm on every aligned case (by 4-14%) and
+// behind it on the odd 16-bit ones only in one tile order or block each, never the same one
+// (results/h200/issue15/2026-12-03/transpose_tiles.json), so ldsm and regs are selected by name;
+// they fall back to smem where they do not apply.
+cudaError_t launch(const TransposeArgs& a, c10::string_view variant, cudaStream_t stream) {
+  if (variant == "regs" && transpose_regs_supports(a)) return launch_transpose_regs(a, stream);
+  if (is_ldsm(variant) && a.dtype != DType::kFloat32) return launch_transpose_ldsm(a, stream);
+  return launch_transpose(a, stream);
+}
+
+}  // namespace
+
 at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band) {
   const int64_t rows = x.size(-2);
   const int64_t cols = x.size(-1);
@@ -36,13 +60,9 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   // band 0: the measured pick (auto_band: bands of 128 row tiles where rows of y are 128 KiB or
   // longer, row order elsewhere).
   a.band = band > 0 ? band : auto_band(rows, x.element_size());
-  // auto: the shared-memory kernel, the one measured on the H200 (results/h200/dev/families_v1.*);
-  // regs is selected by name until a run shows where it is faster.
-  const bool regs = variant == "regs" && transpose_regs_supports(a);
   a.tile_words = variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
-  sk::bind::check_launch(regs ? launch_transpose_regs(a, sk::bind::current_stream())
-                              : launch_transpose(a, sk::bind::current_stream()),
-                         "transpose");
+  a.ldsm_subs = ldsm_subs_of(variant);
+  sk::bind::check_launch(launch(a, variant, sk::bind::current_stream()), "transpose");
   return y;
 }
 

@@ -11,7 +11,9 @@
 //   per thread, 128-thread blocks, 2048 threads per SM: 3-4% over 8 packs at 1024);
 // - ops whose arithmetic per pack is long (Op::kCostly: erf GELU) need independent
 //   packs in flight to hide it: fp32 2 per thread at full occupancy; 16-bit (8
-//   elements a pack) 8 per thread at 1024 threads, ~20% faster than 1 per thread.
+//   elements a pack) 8 per thread at 1024 threads, ~20% faster than 1 per thread;
+// - a tensor one wave of 256-thread, one-pack tiles covers (1024 x 1024 and smaller) runs
+//   fastest with that tile whatever the op (MapTileOneWave).
 // The n % VEC tail is done by the first threads of block 0.
 #pragma once
 
@@ -45,6 +47,11 @@ using MapTileCostly16 = MapTile<256, 8, 1024>;
 // 16-bit costly ops on tensors that would not fill one wave of MapTileCostly16
 // (1024 x 1024 bf16: 64 blocks for 132 SMs): quarter-size tiles, 15% faster there.
 using MapTileCostly16Small = MapTile<128, 4, 1024>;
+// Any op on a tensor that one wave of these tiles covers (1024 x 1024 fp32: 1,024 blocks for
+// 132 x 8 slots): half the blocks of MapTileCheap to launch and retire, every op 0-7% faster
+// there than its size-blind tile (scripts/tune/kernel_tiles.cu small, L2 flushed,
+// results/h200/issue15/2026-12-03).
+using MapTileOneWave = MapTile<256, 1, 2048>;
 
 // Op::kCostly, false when an op does not say.
 template <class Op, class = void>
@@ -141,6 +148,29 @@ cudaError_t launch_map_tile(const MapArgs<typename V::T, NIN>& args, cudaStream_
   return cudaGetLastError();
 }
 
+// The measured tile for the op, dtype and size.
+template <class Op, class V, int NIN>
+cudaError_t launch_map_measured(const MapArgs<typename V::T, NIN>& args, cudaStream_t stream) {
+  using One = MapTileOneWave;
+  const int64_t packs = args.n / V::VEC;
+  const int64_t one_wave = static_cast<int64_t>(sm_count()) * (One::kResident / One::kThreads);
+  if (ceil_div(packs, int64_t{One::kThreads}) <= one_wave) {
+    return launch_map_tile<Op, V, NIN, One>(args, stream);
+  }
+  if constexpr (!IsCostly<Op>::value) {
+    return launch_map_tile<Op, V, NIN, MapTileCheap>(args, stream);
+  } else if constexpr (sizeof(typename V::T) == 4) {
+    return launch_map_tile<Op, V, NIN, MapTileCostly32>(args, stream);
+  } else {
+    using Big = MapTileCostly16;
+    const int64_t wave = static_cast<int64_t>(sm_count()) * (Big::kResident / Big::kThreads);
+    if (ceil_div(packs, int64_t{Big::kThreads} * Big::kPacks) >= wave) {
+      return launch_map_tile<Op, V, NIN, Big>(args, stream);
+    }
+    return launch_map_tile<Op, V, NIN, MapTileCostly16Small>(args, stream);
+  }
+}
+
 // Tile = void picks the measured tile for the op, dtype and size; the tuning bench
 // passes its own.
 template <class Op, int NIN, class Tile = void>
@@ -158,16 +188,8 @@ cudaError_t launch_map(DType dt, const void* const (&in)[NIN], void* out, int64_
     args.n = n;
     if constexpr (!std::is_void_v<Tile>) {
       return launch_map_tile<Op, V, NIN, Tile>(args, stream);
-    } else if constexpr (!IsCostly<Op>::value) {
-      return launch_map_tile<Op, V, NIN, MapTileCheap>(args, stream);
-    } else if constexpr (sizeof(T) == 4) {
-      return launch_map_tile<Op, V, NIN, MapTileCostly32>(args, stream);
     } else {
-      using Big = MapTileCostly16;
-      const int64_t wave = static_cast<int64_t>(sm_count()) * (Big::kResident / Big::kThreads);
-      const int64_t tiles = ceil_div(n / V::VEC, int64_t{Big::kThreads} * Big::kPacks);
-      if (tiles >= wave) return launch_map_tile<Op, V, NIN, Big>(args, stream);
-      return launch_map_tile<Op, V, NIN, MapTileCostly16Small>(args, stream);
+      return launch_map_measured<Op, V, NIN>(args, stream);
     }
   });
 }

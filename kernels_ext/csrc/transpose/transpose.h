@@ -22,10 +22,16 @@ struct TransposeArgs {
   int64_t row_stride;
   int64_t band = 1;  // row tiles per band of the tile order (tile_order.cuh); 1: row order
   int tile_words = 0;  // word-rows of the smem kernel's tile: 32 or 64; 0: by the size (transpose.cu)
+  int ldsm_subs = 11;  // the ldsm kernel's block in 32 x 32 sub-tiles, rows then columns: 11, 12, 21, 22
 };
 
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
 cudaError_t launch_transpose(const TransposeArgs& args, cudaStream_t stream);
+
+// The 16-bit kernel (transpose_ldsm.cu): ldmatrix.trans through shared memory, one element per
+// global access; any 16-bit layout with contiguous rows. Selected by name only: on the H200 it
+// trailed the smem kernel on every aligned case (docs/PERF.md, 2026-12-03).
+cudaError_t launch_transpose_ldsm(const TransposeArgs& args, cudaStream_t stream);
 
 // The in-register kernel (transpose_regs.cu): 16-byte-aligned x and y, rows, columns and strides
 // multiples of the 16-byte vector width (transpose_regs_supports); cudaErrorInvalidValue otherwise.

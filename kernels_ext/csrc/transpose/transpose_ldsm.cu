@@ -1,0 +1,170 @@
+// 16-bit transposes whose rows allow no word accesses (odd row lengths of x or y, views starting
+// mid-word), with ldmatrix.trans doing the transpose on its way out of shared memory.
+//
+// Every global access is one element (2 bytes), each warp access 32 neighbouring elements of a
+// row, in both phases. What this kernel saves is shared-memory instructions, the queue ncu found
+// full in the element path of transpose.cu (MIO throttle, 41% of its stalls at 4095 x 4097): a
+// thread packs the 8 elements it loaded into one 16-byte shared store, and one ldmatrix.x4.trans
+// hands it the 8 elements it stores. Two shared instructions per 8 elements, against 12 there.
+// (torch.compile's Triton kernel for these layouts does the same; our tile order and unchecked
+// interior tiles are ours.)
+//
+// A sub-tile is 32 x 32 elements, 4 warps. Warp w, lane l loads column l of x rows w + 4i
+// (i = 0..7) and stores them as 16-byte unit (w, l) of the sub-tile. ldmatrix matrix j of warp w
+// takes, as its row rho, unit (rho / 2, 8w + 2j + rho % 2): lane t then receives, in register j,
+// element rho = 2 (t % 4) (+1) of column t / 4, i.e. x[t % 4 + 4 (t / 4)][8w + 2j (+1)] =
+// x[t][8w + 2j + b], b = 0, 1: column 8w + 2j + b of x, which is row 8w + 2j + b of y, at
+// position t. So lane t stores element t of 8 rows of y (scripts/dev/transpose_ldsm_model.py
+// checks the whole map).
+// Banks: unit (w, l) sits at w * 32 + (l ^ 2w). A store phase (8 lanes) writes 8 units of one
+// 128-byte group; an ldmatrix phase reads rows rho whose low unit bits (2j + rho % 2) ^ 2 (rho / 2)
+// are 8 distinct values. No conflicts either way.
+//
+// A block is kRowSubs x kColSubs sub-tiles (kRowSubs * 32 rows of x by kColSubs * 32 columns),
+// every load of all of them before the first shared store.
+//
+// Measured on the H200 (docs/PERF.md, 2026-12-03): 4-14% behind transpose.cu's smem kernel on
+// every aligned case; on the odd bf16 cases ahead of it only in column tile order at 4095 x 4097
+// and only with 64 x 32 blocks at 7 x 129 x 1000, torch.compile ahead of both. Selected by name.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../common/grid.cuh"
+#include "../common/pack.cuh"
+#include "../tile/mma_sync.cuh"
+#include "tile_order.cuh"
+#include "transpose.h"
+
+namespace sk {
+namespace {
+
+constexpr int kSub = 32;      // rows and columns of x in a sub-tile
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kPerThread = kSub * kSub / kThreads;  // 8 elements of a sub-tile per thread
+
+template <int kRowSubs, int kColSubs>
+struct LdsmShape {
+  static constexpr int kRows = kRowSubs * kSub;   // rows of x per block
+  static constexpr int kCols = kColSubs * kSub;   // columns of x per block
+  static constexpr int kSubs = kRowSubs * kColSubs;
+  // 16 blocks of 128 threads fill an SM (32 registers); more loads in flight need more registers.
+  // sm_80's ptxas spills the 2 x 2 block at 8 (64 registers); it gets 6 there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  static constexpr int kMinBlocks = kSubs == 1 ? 16 : (kSubs == 2 ? 10 : 6);
+#else
+  static constexpr int kMinBlocks = kSubs == 1 ? 16 : (kSubs == 2 ? 10 : 8);
+#endif
+};
+
+// Sub-tile (rs, cs) of the block whose first element is x[r0][c0]; kChecked: the block sticks
+// out of the matrix (loads outside read zeros, stores outside are skipped).
+template <int kRowSubs, int kColSubs, bool kChecked>
+__device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint16_t* __restrict__ yb,
+                                           int64_t r0, int64_t c0, int64_t rows, int64_t cols,
+                                           int64_t row_stride, uint4 (*units)[kWarps][32]) {
+  constexpr int kSubs = kRowSubs * kColSubs;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  uint16_t v[kSubs][kPerThread];
+#pragma unroll
+  for (int s = 0; s < kSubs; ++s) {
+    const int64_t c = c0 + (s % kColSubs) * kSub + lane;
+    const int64_t r = r0 + (s / kColSubs) * kSub + w;
+    const uint16_t* p = xb + r * row_stride + c;
+    // Rows of x left from r (at most what the block needs), kept in 32 bits for the checks.
+    const int left = kChecked && c < cols ? static_cast<int>(rows - r < kSub ? rows - r : kSub) : 0;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      if (!kChecked || 4 * i < left) {
+        v[s][i] = __ldg(p + 4 * i * row_stride);
+      } else {
+        v[s][i] = 0;
+      }
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kSubs; ++s) {
+    uint4 u;
+    u.x = v[s][0] | (static_cast<unsigned>(v[s][1]) << 16);
+    u.y = v[s][2] | (static_cast<unsigned>(v[s][3]) << 16);
+    u.z = v[s][4] | (static_cast<unsigned>(v[s][5]) << 16);
+    u.w = v[s][6] | (static_cast<unsigned>(v[s][7]) << 16);
+    units[s][w][lane ^ (2 * w)] = u;
+  }
+  __syncthreads();
+  const int rho = lane & 7, j_of_lane = lane >> 3;
+  const int src_w = rho >> 1;
+  const int src_l = (8 * w + 2 * j_of_lane + (rho & 1)) ^ (2 * src_w);
+#pragma unroll
+  for (int s = 0; s < kSubs; ++s) {
+    uint32_t got[4];
+    tile::ldmatrix_x4_trans(got, tile::smem_u32(&units[s][src_w][src_l]));
+    const int64_t yr0 = c0 + (s % kColSubs) * kSub + 8 * w;  // first of this warp's 8 rows of y
+    const int64_t e = r0 + (s / kColSubs) * kSub + lane;      // the element of each row
+    uint16_t* q = yb + yr0 * rows + e;
+    const int left = kChecked && e < rows ? static_cast<int>(cols - yr0 < 8 ? cols - yr0 : 8) : 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {  // row 8w + k = 8w + 2j + b of the sub-tile's y rows
+      const uint16_t out = static_cast<uint16_t>(k & 1 ? got[k >> 1] >> 16 : got[k >> 1] & 0xffffu);
+      if (!kChecked || k < left) q[k * rows] = out;
+    }
+  }
+}
+
+template <int kRowSubs, int kColSubs>
+__global__ void __launch_bounds__(kThreads, (LdsmShape<kRowSubs, kColSubs>::kMinBlocks))
+    transpose_ldsm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ y, int64_t rows,
+                          int64_t cols, int64_t batch_stride, int64_t row_stride, int64_t row_tiles,
+                          int64_t col_tiles, int64_t band) {
+  using S = LdsmShape<kRowSubs, kColSubs>;
+  __shared__ uint4 units[S::kSubs][kWarps][32];
+  // band 0: row order from the 3-D grid (x: column tile, y: row tile, z: batch), as transpose.cu.
+  TileCoord t;
+  if (band == 0) {
+    t = TileCoord{blockIdx.z, blockIdx.y, blockIdx.x};
+  } else {
+    t = banded_tile(blockIdx.x, row_tiles, col_tiles, band);
+  }
+  const uint16_t* xb = x + t.batch * batch_stride;
+  uint16_t* yb = y + t.batch * rows * cols;
+  const int64_t r0 = t.row_tile * S::kRows, c0 = t.col_tile * S::kCols;
+  if (r0 + S::kRows <= rows && c0 + S::kCols <= cols) {
+    ldsm_block<kRowSubs, kColSubs, false>(xb, yb, r0, c0, rows, cols, row_stride, units);
+  } else {
+    ldsm_block<kRowSubs, kColSubs, true>(xb, yb, r0, c0, rows, cols, row_stride, units);
+  }
+}
+
+template <int kRowSubs, int kColSubs>
+cudaError_t launch_shape(const TransposeArgs& a, cudaStream_t stream) {
+  using S = LdsmShape<kRowSubs, kColSubs>;
+  const int64_t row_tiles = ceil_div(a.rows, S::kRows);
+  const int64_t col_tiles = ceil_div(a.cols, S::kCols);
+  if (a.batch * row_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
+  const bool grid3 = a.band <= 1 && row_tiles <= 65535 && a.batch <= 65535;
+  const dim3 blocks = grid3 ? dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles),
+                                   static_cast<unsigned>(a.batch))
+                            : dim3(static_cast<unsigned>(a.batch * row_tiles * col_tiles));
+  const int64_t band = grid3 ? 0 : banded_height(a.band, row_tiles);
+  transpose_ldsm_kernel<kRowSubs, kColSubs><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), a.rows, a.cols, a.batch_stride,
+      a.row_stride, row_tiles, col_tiles, band);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_transpose_ldsm(const TransposeArgs& a, cudaStream_t stream) {
+  if (a.batch < 0 || a.rows < 0 || a.cols < 0 || element_size(a.dtype) != 2) return cudaErrorInvalidValue;
+  if (a.batch == 0 || a.rows == 0 || a.cols == 0) return cudaSuccess;
+  switch (a.ldsm_subs) {
+    case 11: return launch_shape<1, 1>(a, stream);
+    case 12: return launch_shape<1, 2>(a, stream);
+    case 21: return launch_shape<2, 1>(a, stream);
+    case 22: return launch_shape<2, 2>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace sk

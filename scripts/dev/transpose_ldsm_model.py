@@ -1,0 +1,115 @@
+"""Lane-level Python model of the ldsm transpose (kernels_ext/csrc/transpose/transpose_ldsm.cu),
+checked against numpy on a CPU.
+
+    python scripts/dev/transpose_ldsm_model.py     (under a second; exit 1 on a mismatch)
+
+It follows the kernel's index arithmetic line by line (same names): the loads of each warp and
+lane, the 16-byte units with their XOR swizzle, the ldmatrix.x4.trans row addresses and what the
+PTX ISA says each lane receives, and the stores. It checks, for every block shape and for full
+and edge blocks, that y equals x transposed, that every element of y is written once, and that
+no shared store or ldmatrix phase has a bank conflict. The GPU tests are the real check.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+SUB, WARPS = 32, 4
+PER_THREAD = SUB * SUB // (32 * WARPS)
+SHAPES = ((1, 1), (1, 2), (2, 1), (2, 2))
+
+
+def unit_slot(w: int, lane: int) -> int:
+    """Index of 16-byte unit (w, lane) in a sub-tile's 128 (the kernel's units[s][w][lane ^ 2w])."""
+    return w * 32 + (lane ^ (2 * w))
+
+
+def ldmatrix_x4_trans(rows: list[np.ndarray]) -> list[list[tuple[int, int]]]:
+    """PTX ldmatrix.m8n8.x4.trans.b16: rows[i] is the 8-element row lane i addresses (row i % 8 of
+    matrix i // 8). Lane t gets, in register j, (M_j[2 (t % 4)][t // 4], M_j[2 (t % 4) + 1][t // 4])
+    as (low, high) halves."""
+    out = []
+    for t in range(32):
+        regs = []
+        for j in range(4):
+            m = [rows[8 * j + r] for r in range(8)]
+            regs.append((int(m[2 * (t % 4)][t // 4]), int(m[2 * (t % 4) + 1][t // 4])))
+        out.append(regs)
+    return out
+
+
+def conflict_free(slots: list[int]) -> bool:
+    """8 lanes of a 16-byte access (one phase) touch 8 distinct 16-byte bank groups."""
+    return len({s % 8 for s in slots}) == len(slots)
+
+
+def run_block(x: np.ndarray, y: np.ndarray, written: np.ndarray, r0: int, c0: int,
+              row_subs: int, col_subs: int) -> list[str]:
+    rows, cols = x.shape
+    errors: list[str] = []
+    subs = row_subs * col_subs
+    units = np.full((subs, WARPS * 32, 8), -1, dtype=np.int64)
+    for w in range(WARPS):
+        store_slots: dict[int, list[int]] = {}
+        for lane in range(32):
+            for s in range(subs):
+                c = c0 + (s % col_subs) * SUB + lane
+                r = r0 + (s // col_subs) * SUB + w
+                v = [int(x[r + 4 * i, c]) if r + 4 * i < rows and c < cols else 0 for i in range(PER_THREAD)]
+                units[s, unit_slot(w, lane)] = v
+                store_slots.setdefault(lane // 8, []).append(unit_slot(w, lane))
+        if not all(conflict_free(sl[i::subs]) for sl in store_slots.values() for i in range(subs)):
+            errors.append(f"shared store conflict in warp {w}")
+    for w in range(WARPS):
+        for s in range(subs):
+            addr_rows, slots = [], []
+            for lane in range(32):
+                rho, j_of_lane = lane & 7, lane >> 3
+                src_w = rho >> 1
+                src_l = (8 * w + 2 * j_of_lane + (rho & 1)) ^ (2 * src_w)
+                slots.append(src_w * 32 + src_l)
+                addr_rows.append(units[s, src_w * 32 + src_l])
+            if not all(conflict_free(slots[8 * j:8 * j + 8]) for j in range(4)):
+                errors.append(f"ldmatrix conflict in warp {w}")
+            got = ldmatrix_x4_trans(addr_rows)
+            for lane in range(32):
+                yr0 = c0 + (s % col_subs) * SUB + 8 * w
+                e = r0 + (s // col_subs) * SUB + lane
+                for k in range(8):
+                    out = got[lane][k >> 1][k & 1]
+                    if yr0 + k < cols and e < rows:
+                        y[yr0 + k, e] = out
+                        written[yr0 + k, e] += 1
+    return errors
+
+
+def check(rows: int, cols: int, row_subs: int, col_subs: int) -> list[str]:
+    x = np.arange(1, rows * cols + 1, dtype=np.int64).reshape(rows, cols)
+    y = np.zeros((cols, rows), dtype=np.int64)
+    written = np.zeros((cols, rows), dtype=np.int64)
+    errors: list[str] = []
+    for r0 in range(0, rows, SUB * row_subs):
+        for c0 in range(0, cols, SUB * col_subs):
+            errors += run_block(x, y, written, r0, c0, row_subs, col_subs)
+    if not np.array_equal(y, x.T):
+        errors.append(f"{rows}x{cols} {row_subs}x{col_subs}: y != x.T at {int((y != x.T).sum())} elements")
+    if not (written == 1).all():
+        errors.append(f"{rows}x{cols} {row_subs}x{col_subs}: elements written != once")
+    return errors
+
+
+def main() -> int:
+    errors: list[str] = []
+    for row_subs, col_subs in SHAPES:
+        for rows, cols in ((32, 32), (64, 64), (65, 33), (1, 7), (129, 100), (31, 97)):
+            errors += check(rows, cols, row_subs, col_subs)
+    for e in dict.fromkeys(errors):
+        print("FAIL", e)
+    print("ldsm transpose model:", "ok" if not errors else f"{len(errors)} failures")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
