@@ -356,6 +356,16 @@ int main() {
       ++checked;
     }
   }
+  // kColumnOrder, clamped to the matrix as a launch does: column order (the odd 16-bit transposes).
+  for (const auto& s : shapes) {
+    const long rt = s[1], ct = s[2];
+    const long band = sk::banded_height(sk::kColumnOrder, rt);
+    bad += band != rt;
+    for (long i = 0; i < rt * ct; ++i) {
+      const sk::TileCoord t = sk::banded_tile(i, rt, ct, band);
+      bad += t.col_tile != i / rt || t.row_tile != i % rt;
+    }
+  }
   // The automatic band: 128 row tiles from rows of y of 128 KiB, row order below.
   bad += sk::auto_band(32768, 4) != 128 || sk::auto_band(32768, 2) != 1 || sk::auto_band(65536, 2) != 128;
   bad += sk::auto_band(8192, 4) != 1 || sk::auto_band(1, 4) != 1;
@@ -368,7 +378,7 @@ int main() {
 def test_transpose_tile_orders_visit_every_tile_once(tmp_path):
     """csrc/transpose/tile_order.cuh, the order both transpose kernels take their tiles in, compiled for
     the host: each band height is a bijection onto the tiles, band 1 is row order, and the automatic
-    band follows its measured rule."""
+    band follows its measured rule; kColumnOrder is column order."""
     import shutil
     import subprocess
     from pathlib import Path

@@ -29,6 +29,7 @@
 #   tprobe   the transpose kernels and experiments beside a copy (scripts/tune/transpose_probe.cu)
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   ttiles   the smem transpose's two tiles under solbench run (scripts/tune/specs/transpose_tiles.yaml)
+#   todd     the odd 16-bit transposes, smem and ldsm in each block and order (scripts/tune/specs/transpose_odd.yaml)
 #   eunits   embedding's units per thread under solbench run, beside eager and compiled (scripts/tune/specs/embedding_units.yaml)
 #   families scripts/h200/families_final.sh: issue 15's 15 family specs and their GPU tests (~5 min; FAMILIES_BUDGET)
 #   small    the small case of every issue-6 family (softmax, norms, row_sum, maps) beside eager and torch.compile
@@ -186,6 +187,11 @@ stage_ttiles() {  # the smem transpose's 32- and 64-word tiles and the automatic
   timeout 300 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
     --json "$OUT/transpose_tiles.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_tiles.json"
+}
+stage_todd() {  # the odd 16-bit transposes: smem and ldsm in each block and tile order, beside compiled
+  timeout 240 solbench run --specs scripts/tune/specs --ops transpose_odd --budget 0.3 \
+    --json "$OUT/transpose_odd.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/transpose_odd.json"
 }
 stage_eunits() {  # embedding's 1, 2 and 4 units per thread and the automatic pick, beside eager and compiled
   timeout 200 solbench run --specs scripts/tune/specs --ops embedding_units --budget 0.3 \

@@ -25,13 +25,19 @@ int ldsm_subs_of(c10::string_view variant) {
 
 bool is_ldsm(c10::string_view variant) { return variant.substr(0, 4) == "ldsm"; }
 
-// auto: the smem kernel. The H200 measured it ahead of ldsm on every aligned case (by 4-14%) and
-// behind it on the odd 16-bit ones only in one tile order or block each, never the same one
-// (results/h200/issue15/2026-12-03/transpose_tiles.json), so ldsm and regs are selected by name;
-// they fall back to smem where they do not apply.
-cudaError_t launch(const TransposeArgs& a, c10::string_view variant, cudaStream_t stream) {
+// auto: the smem kernel, except for the 16-bit layouts its word path does not take; those go to
+// ldsm in 64 x 32 blocks (launch_transpose_odd16), ahead of smem on 6 of 7 odd bf16 shapes on the
+// H200 and 2% behind on the seventh (results/h200/issue15/2026-12-03/transpose_odd_call4_auto.json).
+// ldsm trails smem on every aligned case (4-14%). regs and the ldsm blocks are selected by name;
+// they fall back to smem where they do not apply. `band`: the caller's, 0 for automatic.
+cudaError_t launch(TransposeArgs a, c10::string_view variant, int64_t band, cudaStream_t stream) {
+  const bool sixteen = a.dtype != DType::kFloat32;
+  if (variant == "auto" && sixteen && !transpose_words_fit(a)) {
+    a.band = band;
+    return launch_transpose_odd16(a, stream);
+  }
   if (variant == "regs" && transpose_regs_supports(a)) return launch_transpose_regs(a, stream);
-  if (is_ldsm(variant) && a.dtype != DType::kFloat32) return launch_transpose_ldsm(a, stream);
+  if (is_ldsm(variant) && sixteen) return launch_transpose_ldsm(a, stream);
   return launch_transpose(a, stream);
 }
 
@@ -58,11 +64,11 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   a.batch_stride = v.stride(0);
   a.row_stride = v.stride(1);
   // band 0: the measured pick (auto_band: bands of 128 row tiles where rows of y are 128 KiB or
-  // longer, row order elsewhere).
+  // longer, row order elsewhere; the odd 16-bit path has its own).
   a.band = band > 0 ? band : auto_band(rows, x.element_size());
   a.tile_words = variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
   a.ldsm_subs = ldsm_subs_of(variant);
-  sk::bind::check_launch(launch(a, variant, sk::bind::current_stream()), "transpose");
+  sk::bind::check_launch(launch(a, variant, band, sk::bind::current_stream()), "transpose");
   return y;
 }
 

@@ -44,6 +44,9 @@ SK_TILE_ORDER_FN TileCoord banded_tile(int64_t index, int64_t row_tiles, int64_t
   return t;
 }
 
+// A band taller than any matrix: column order (torch.compile's grid order).
+constexpr int64_t kColumnOrder = int64_t{1} << 30;
+
 // The band a launch uses: at least 1, and no taller than the matrix (the same order, and no product
 // of a caller's huge band with the column count to overflow).
 inline int64_t banded_height(int64_t band, int64_t row_tiles) {

@@ -255,12 +255,7 @@ cudaError_t launch_tiles(const TransposeArgs& a, bool word_path, cudaStream_t st
 
 template <typename T>
 cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
-  // Word path: fp32 reads 8-byte pairs of columns; 16-bit reads 4-byte pairs of columns from two
-  // rows and writes 4-byte pairs of columns of y, whose rows then need an even length.
-  const bool strides_even = a.row_stride % 2 == 0 && (a.batch == 1 || a.batch_stride % 2 == 0);
-  const bool word_path = sizeof(T) == 4
-                             ? aligned(a.x, 8) && strides_even
-                             : aligned(a.x, 4) && aligned(a.y, 4) && strides_even && a.rows % 2 == 0;
+  const bool word_path = transpose_words_fit(a);
   int words = a.tile_words;
   if (words == 0) {
     // 32 word-rows where the 64-word grid is under two waves of resident blocks. Measured on the
@@ -276,6 +271,15 @@ cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool transpose_words_fit(const TransposeArgs& a) {
+  // fp32 reads 8-byte pairs of columns; 16-bit reads 4-byte pairs of columns from two rows and
+  // writes 4-byte pairs of columns of y, whose rows then need an even length.
+  const bool strides_even = a.row_stride % 2 == 0 && (a.batch == 1 || a.batch_stride % 2 == 0);
+  return a.dtype == DType::kFloat32
+             ? aligned(a.x, 8) && strides_even
+             : aligned(a.x, 4) && aligned(a.y, 4) && strides_even && a.rows % 2 == 0;
+}
 
 cudaError_t launch_transpose(const TransposeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.rows < 0 || a.cols < 0) return cudaErrorInvalidValue;

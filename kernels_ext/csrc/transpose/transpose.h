@@ -28,10 +28,20 @@ struct TransposeArgs {
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
 cudaError_t launch_transpose(const TransposeArgs& args, cudaStream_t stream);
 
+// Whether the smem kernel's word path takes this layout (fp32: 8-byte pairs of columns; 16-bit:
+// 4-byte pairs of columns and rows of y of even length). Where it does not, that kernel moves one
+// element per shared access.
+bool transpose_words_fit(const TransposeArgs& args);
+
 // The 16-bit kernel (transpose_ldsm.cu): ldmatrix.trans through shared memory, one element per
-// global access; any 16-bit layout with contiguous rows. Selected by name only: on the H200 it
-// trailed the smem kernel on every aligned case (docs/PERF.md, 2026-12-03).
+// global access; any 16-bit layout with contiguous rows. On the H200 it trailed the smem kernel on
+// every aligned case and led it on the odd ones (docs/PERF.md, 2026-12-03).
 cudaError_t launch_transpose_ldsm(const TransposeArgs& args, cudaStream_t stream);
+
+// The automatic choice for the 16-bit layouts the word path does not take: ldsm in 64 x 32 blocks,
+// in column order where rows of y are odd (x has an odd row count) and the grid is more than one
+// wave of resident blocks, row order elsewhere. `band` > 0 keeps the caller's order.
+cudaError_t launch_transpose_odd16(TransposeArgs args, cudaStream_t stream);
 
 // The in-register kernel (transpose_regs.cu): 16-byte-aligned x and y, rows, columns and strides
 // multiples of the 16-byte vector width (transpose_regs_supports); cudaErrorInvalidValue otherwise.

@@ -24,8 +24,8 @@
 // every load of all of them before the first shared store.
 //
 // Measured on the H200 (docs/PERF.md, 2026-12-03): 4-14% behind transpose.cu's smem kernel on
-// every aligned case; on the odd bf16 cases ahead of it only in column tile order at 4095 x 4097
-// and only with 64 x 32 blocks at 7 x 129 x 1000, torch.compile ahead of both. Selected by name.
+// every aligned case, ahead of it on 6 of 7 odd bf16 shapes in the order launch_transpose_odd16
+// picks (3-16%), which is what the transpose op runs there; torch.compile is still ahead (0.75-0.98x).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -165,6 +165,19 @@ cudaError_t launch_transpose_ldsm(const TransposeArgs& a, cudaStream_t stream) {
     case 22: return launch_shape<2, 2>(a, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_transpose_odd16(TransposeArgs a, cudaStream_t stream) {
+  using S = LdsmShape<2, 1>;
+  a.ldsm_subs = 21;
+  if (a.band == 0) {
+    const int64_t blocks = a.batch * ceil_div(a.rows, S::kRows) * ceil_div(a.cols, S::kCols);
+    const int64_t wave = static_cast<int64_t>(sm_count()) * S::kMinBlocks;
+    // Column order: consecutive blocks write consecutive stretches of a row of y, so the sectors a
+    // misaligned row start splits between two blocks are completed while still in L2.
+    a.band = a.rows % 2 == 1 && blocks > wave ? kColumnOrder : 1;
+  }
+  return launch_transpose_ldsm(a, stream);
 }
 
 }  // namespace sk
