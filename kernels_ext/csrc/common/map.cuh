@@ -153,7 +153,8 @@ template <class Op, class V, int NIN>
 cudaError_t launch_map_measured(const MapArgs<typename V::T, NIN>& args, cudaStream_t stream) {
   using One = MapTileOneWave;
   const int64_t packs = args.n / V::VEC;
-  const int64_t one_wave = static_cast<int64_t>(sm_count()) * (One::kResident / One::kThreads);
+  const int64_t sms = sm_count();
+  const int64_t one_wave = sms * (One::kResident / One::kThreads);
   if (ceil_div(packs, int64_t{One::kThreads}) <= one_wave) {
     return launch_map_tile<Op, V, NIN, One>(args, stream);
   }
@@ -163,7 +164,7 @@ cudaError_t launch_map_measured(const MapArgs<typename V::T, NIN>& args, cudaStr
     return launch_map_tile<Op, V, NIN, MapTileCostly32>(args, stream);
   } else {
     using Big = MapTileCostly16;
-    const int64_t wave = static_cast<int64_t>(sm_count()) * (Big::kResident / Big::kThreads);
+    const int64_t wave = sms * (Big::kResident / Big::kThreads);
     if (ceil_div(packs, int64_t{Big::kThreads} * Big::kPacks) >= wave) {
       return launch_map_tile<Op, V, NIN, Big>(args, stream);
     }
