@@ -20,7 +20,6 @@
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
 #   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
-#   dmerge   the decode GPU tests (both merges), then attention_decode's combine kernel vs its last-block merge beside cuDNN (scripts/tune/specs/decode_merge.yaml)
 #   asweep   flash_wgmma's tile configurations beside cuDNN (scripts/tune/specs/flash_wgmma_configs.yaml), and their GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
@@ -159,14 +158,6 @@ stage_dsweep() {  # attention_decode's split of the key range beside SDPA, timed
   python3 scripts/h200/sweep_summary.py "$OUT/decode_splits.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
 }
-stage_dmerge() {  # the decode GPU tests (combine kernel and last-block merge), then the two merges timed by solbench run
-  # beside cuDNN and SDPA's pick; the tests first, so that a merge that is wrong is seen before it is timed.
-  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/gpu/test_attention.py -k "decode" \
-    --junitxml "$OUT/dmerge_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -8
-  timeout 200 solbench run --specs scripts/tune/specs --ops decode_merge --budget 0.3 --timeout 120 \
-    --json "$OUT/decode_merge.json" --out $RUNS
-  python3 scripts/h200/sweep_summary.py "$OUT/decode_merge.json"
-}
 stage_asweep() {  # flash_wgmma's tile configurations (config=) beside cuDNN, timed by solbench run; then their GPU tests
   # (-k config). 6 cases x 13 calls (~80 s; the JSON is written as records come); --timeout: a configuration
   # that hangs costs 30 s and its worker, not the stage.
@@ -190,7 +181,7 @@ stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's c
   timeout 300 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
     --json "$OUT/transpose_bands.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
-  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_ttiles() {  # the smem transpose's 32- and 64-word tiles and the automatic pick, timed by solbench run
   timeout 300 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
@@ -247,7 +238,7 @@ stage_transpose() {  # the transpose specs beside eager and torch.compile (bf16)
   timeout 200 solbench run --ops transpose,transpose_batched --impls eager,compiled,cuda,cuda_regs --budget 0.3 \
     --json "$OUT/transpose.json" --out $RUNS
   python3 scripts/h200/families_summary.py "$OUT/transpose.json"
-  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_tprobe() {  # the transpose kernels and the probe's experiments beside a plain copy
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -o /tmp/transpose_probe \

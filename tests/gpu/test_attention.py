@@ -24,9 +24,6 @@ IS_SM90 = torch.cuda.get_device_capability() == (9, 0)
 # wgmma_persistent (one block per SM looping over query tiles) is new and unmeasured: its tests
 # carry its name, so a run can take them separately (-k persistent / -k "not persistent").
 PREFILL = ["mma"] + (["wgmma", "wgmma_persistent"] if IS_SM90 else [])
-# decode with the combine kernel, and with the last split block of each row group merging (attention_lse's
-# decode_last_block; attention_decode's merge="last_block"): both carry "decode" in their tests' names.
-DECODE = ["decode", "decode_last_block"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,27 +82,26 @@ def test_prefill_query_and_key_lengths_differ(variant, sq, sk, causal):
     check(variant, 2, 2, 2, sq, sk, 128, causal, torch.bfloat16)
 
 
-@pytest.mark.parametrize("variant", PREFILL + DECODE)
+@pytest.mark.parametrize("variant", PREFILL + ["decode"])
 @pytest.mark.parametrize("ratio", [1, 4, 8])
 @pytest.mark.parametrize("causal", [False, True])
 def test_grouped_query_attention(variant, ratio, causal):
-    sq = 16 if variant in DECODE else 300
+    sq = 16 if variant == "decode" else 300
     check(variant, 2, 8, 8 // ratio, sq, 1000, 128, causal, torch.bfloat16)
 
 
-@pytest.mark.parametrize("variant", PREFILL + DECODE)
+@pytest.mark.parametrize("variant", PREFILL + ["decode"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_float16(variant, d):
-    check(variant, 1, 8, 2, 16 if variant in DECODE else 1000, 1000, d, True, torch.float16)
+    check(variant, 1, 8, 2, 16 if variant == "decode" else 1000, 1000, d, True, torch.float16)
 
 
-@pytest.mark.parametrize("variant", DECODE)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("sq", [1, 2, 7, 16])
 @pytest.mark.parametrize("sk", [1, 17, 1000, 4097, 70000])
 @pytest.mark.parametrize("causal", [False, True])
-def test_decode(variant, d, sq, sk, causal):
-    check(variant, 1, 8, 2, sq, sk, d, causal, torch.bfloat16, seed=sq * sk)
+def test_decode(d, sq, sk, causal):
+    check("decode", 1, 8, 2, sq, sk, d, causal, torch.bfloat16, seed=sq * sk)
 
 
 @pytest.mark.skipif(not IS_SM90, reason="flash_wgmma needs sm_90")
@@ -126,14 +122,13 @@ def test_wgmma_persistent_blocks_loop_over_many_tiles(b, h, hkv, sq, sk, causal)
     assert (lse_pers[seen] - lse_grid[seen]).abs().max().item() <= 1e-4
 
 
-@pytest.mark.parametrize("variant", DECODE)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("h,hkv,sq,sk", [(4, 1, 3, 65536), (16, 4, 12, 5000), (32, 4, 5, 3000), (6, 6, 1, 100)])
-def test_decode_partitions(variant, d, h, hkv, sq, sk):
+def test_decode_partitions(d, h, hkv, sq, sk):
     # Each way decode cuts the work: 12 packed rows (16-row blocks, 4 key groups merged in the
     # block) split 256 ways, the most partials the combine takes (1024 key tiles, one K/V head);
     # 48 and 40 rows (64-row blocks, 2 key groups); one row per K/V head split twice.
-    check(variant, 1, h, hkv, sq, sk, d, True, torch.bfloat16, seed=h * sq)
+    check("decode", 1, h, hkv, sq, sk, d, True, torch.bfloat16, seed=h * sq)
 
 
 @pytest.mark.parametrize("splits", [1, 3, 9, 16, 17, 64, 256])
@@ -150,100 +145,23 @@ def test_decode_with_a_chosen_split(splits, h, hkv, sq, sk):
     assert err <= NORM_TOL[torch.bfloat16], f"splits={splits} H{h} KV{hkv} SQ{sq} SK{sk}: normwise error {err:.3g}"
 
 
-@pytest.mark.parametrize("variant", DECODE)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("b,h,hkv,sq,sk,causal", [(1, 64, 8, 1, 16384, False), (1, 64, 8, 4, 5000, True),
                                                   (1, 64, 8, 3, 2, True), (2, 16, 16, 1, 100, False),
                                                   (3, 24, 8, 2, 4097, True)])
-def test_decode_few_splits(variant, d, b, h, hkv, sq, sk, causal):
+def test_decode_few_splits(d, b, h, hkv, sq, sk, causal):
     # Automatic splits of 16 or fewer per row block (8 K/V heads or more): 8 and 32 packed rows (16- and
     # 32-row blocks), keys for one tile only (one split), rows that see no key (SQ > SK, causal), several
     # batches.
-    check(variant, b, h, hkv, sq, sk, d, causal, torch.bfloat16, seed=h * sq + sk)
+    check("decode", b, h, hkv, sq, sk, d, causal, torch.bfloat16, seed=h * sq + sk)
 
 
-@pytest.mark.parametrize("variant", DECODE)
-def test_decode_many_rows_per_kv_head(variant):
+def test_decode_many_rows_per_kv_head():
     # 16 query heads per K/V head x 16 positions = 256 packed rows: two row blocks per K/V head.
-    check(variant, 1, 64, 4, 16, 3000, 128, True, torch.bfloat16)
+    check("decode", 1, 64, 4, 16, 3000, 128, True, torch.bfloat16)
 
 
-# The last-block merge (kernels_ext/csrc/attention/decode.cu): each split block counts itself done on
-# its row group's counter, and the last one merges the group. The counters are the binding's, one array
-# per (device, stream), zeroed once; every launch must leave them at 0, or a later call would merge
-# before its group's partials are all written (wrong o) or not at all (the poisoned o stays NaN).
-# Where the wgmma split kernel runs (sm_90, 64 or more packed rows) the combine kernel merges either way.
-def last_block(q, k, v, causal=False, splits=0):
-    return kernels_ext.attention_decode(q, k, v, causal, splits=splits, merge="last_block")
-
-
-def rel_err(got, want):
-    denom = want.float().norm().item()
-    return (got.float() - want.float()).norm().item() / (denom if denom > 0 else 1.0)
-
-
-@pytest.mark.parametrize("splits", [1, 2, 9, 16, 17, 0], ids=lambda s: f"splits{s}")
-@pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("h,hkv,sq,sk,causal", [(8, 1, 1, 16384, False), (64, 8, 4, 5000, True),
-                                                (8, 4, 16, 4097, True), (4, 4, 1, 3000, False)])
-def test_decode_last_block_with_a_chosen_split(splits, d, dtype, h, hkv, sq, sk, causal):
-    # 8 packed rows of one K/V head (a 16-row block, 4 key groups), 32 rows (32-row blocks; causal with
-    # 4097 keys: the 17-way split's last part holds one key, masked for all but the last position, so
-    # partials of weight 0), one row per K/V head (MHA). Split one way, odd ways, 16 (the automatic count
-    # for 8 K/V heads) and automatically; against the reference and the combine kernel's o, same split.
-    q, k, v = rand_qkv(1, h, hkv, sq, sk, d, dtype, seed=splits + sq)
-    poison(((1, h, sq, d), dtype))
-    got = last_block(q, k, v, causal, splits)
-    what = f"last_block splits={splits} H{h} KV{hkv} SQ{sq} SK{sk} D{d} causal={causal} {dtype}"
-    assert not torch.isnan(got).any(), f"{what}: NaN in o (a row group nobody merged)"
-    ref, _ = attention_reference_lse(q.float(), k.float(), v.float(), is_causal=causal)
-    assert (err := rel_err(got, ref)) <= NORM_TOL[dtype], f"{what}: normwise error {err:.3g}"
-    combined = kernels_ext.attention_decode(q, k, v, causal, splits=splits, merge="combine")
-    # The same partials; only the order of the merge's fp32 sums differs: about an ulp of the output.
-    assert (err := rel_err(got, combined)) <= 4e-3, f"{what}: {err:.3g} from the combine kernel"
-
-
-@pytest.mark.parametrize("d", [64, 128])
-def test_decode_last_block_counters_are_left_at_zero(d):
-    # Calls in a row on one stream, twice each: the same split again, another split (another wrap point of
-    # atomicInc), more row groups, one split (counters untouched), then more row groups than the binding's
-    # first array holds (1024: it allocates a larger zeroed one), and the first case again. Each call gives
-    # the combine kernel's o, and a repeated call the same bits.
-    cases = [(1, 64, 8, 1, 16384, 16), (1, 64, 8, 1, 16384, 9), (4, 64, 8, 2, 3000, 17),
-             (1, 8, 1, 1, 16384, 1), (1, 2048, 2048, 1, 256, 4), (1, 64, 8, 1, 16384, 16)]
-    for b, h, hkv, sq, sk, splits in cases:
-        q, k, v = rand_qkv(b, h, hkv, sq, sk, d, torch.bfloat16, seed=splits)
-        want = kernels_ext.attention_decode(q, k, v, splits=splits, merge="combine")
-        what = f"B{b} H{h} KV{hkv} SQ{sq} SK{sk} D{d} splits={splits}"
-        outs = []
-        for _ in range(2):
-            poison(((b, h, sq, d), torch.bfloat16))
-            outs.append(last_block(q, k, v, splits=splits))
-            assert not torch.isnan(outs[-1]).any(), f"{what}: NaN in o (a row group nobody merged)"
-            assert (err := rel_err(outs[-1], want)) <= 4e-3, f"{what}: {err:.3g} from the combine kernel"
-        assert torch.equal(outs[0], outs[1]), f"{what}: a second call differs"
-
-
-def test_decode_last_block_on_two_streams_at_once():
-    # Launches in flight together on two streams: one shared counter array would mix their counts (a counter
-    # is 0 only between launches); each stream's own array gives every call the one-stream result.
-    inputs = [rand_qkv(1, 64, 8, 1, 16384, 128, torch.bfloat16, seed=s) for s in (1, 2)]
-    want = [last_block(*qkv, splits=16) for qkv in inputs]
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-    for s in streams:
-        s.wait_stream(torch.cuda.current_stream())
-    outs = []
-    for _ in range(20):
-        for s, qkv in zip(streams, inputs):
-            with torch.cuda.stream(s):
-                outs.append(last_block(*qkv, splits=16))
-    torch.cuda.synchronize()
-    for i, o in enumerate(outs):
-        assert torch.equal(o, want[i % 2]), f"call {i // 2} on stream {i % 2} differs from the one-stream result"
-
-
-@pytest.mark.parametrize("variant", PREFILL + DECODE)
+@pytest.mark.parametrize("variant", PREFILL + ["decode"])
 def test_explicit_scale_and_no_keys(variant):
     check(variant, 1, 4, 4, 16, 500, 64, False, torch.bfloat16, scale=0.05)
     q = torch.randn(1, 4, 5, 64, device=DEV, dtype=torch.bfloat16)

@@ -27,13 +27,6 @@ struct AttentionStrides {
   int64_t row = 0;    // ... sequence positions (the innermost, D, has stride 1)
 };
 
-// Decoding only: how the split kernel's partials become o and lse (kernels_ext/csrc/attention/decode.cu).
-// kCombine: a second kernel, launched as a programmatic dependent, merges them. kLastBlock: the last
-// split block of each row group to finish merges its group's partials itself (no second kernel;
-// mma.sync split kernel only: where the wgmma split kernel runs, the combine kernel merges either
-// way). kAuto: the combine kernel until the two are measured (scripts/tune/specs/decode_merge.yaml).
-enum class DecodeMerge : int { kAuto = 0, kCombine, kLastBlock };
-
 struct AttentionParams {
   DType dtype = DType::kBFloat16;  // of q, k, v, o: kBFloat16 or kFloat16
   const void* q = nullptr;
@@ -48,7 +41,6 @@ struct AttentionParams {
   // Decoding only: how many parts the key range is split into (0: one block per SM;
   // never more than the key tiles, nor than the combine step merges). For sweeps.
   int decode_splits = 0;
-  DecodeMerge decode_merge = DecodeMerge::kAuto;  // decoding only; for measurement
 };
 
 // Why a launcher refuses its arguments; the bindings turn these into Python errors.
@@ -65,7 +57,6 @@ enum class AttentionStatus : int {
   kBadQueryLength,  // decode: Sq outside 1..16
   kNeedsSm90,       // flash_wgmma on a device below sm_90, or a library built without sm_90a
   kWorkspaceTooSmall,
-  kMergeCounters,  // decode, last-block merge: no counters given, or fewer than the plan needs
   kTensorMap,  // the driver refused a TMA tensor map
   kCudaError,  // see AttentionResult::cuda
 };
@@ -97,19 +88,10 @@ AttentionResult launch_flash_wgmma_persistent(const AttentionParams& p, cudaStre
 
 // Split-KV decoding (flash-decoding) for 1 <= Sq <= 16: the key range is split across
 // blocks, each writes fp32 partial outputs and log-sum-exps into `workspace`, and a combine
-// kernel (or, p.decode_merge = kLastBlock, the last block of each row group) merges them.
-// attention_decode_workspace_bytes() sizes the workspace for p (any contents).
-// attention_decode_counter_count() is how many counters the last-block merge needs for p (0 where
-// the plan merges with the combine kernel): 32-bit, all zero when first used, and left zero by
-// every launch that completes, so the caller zeroes them once and keeps them. Two launches in
-// flight at once (on two streams) must not share counters. The first form passes none.
+// kernel merges them. attention_decode_workspace_bytes() sizes the workspace for p.
 size_t attention_decode_workspace_bytes(const AttentionParams& p);
-int64_t attention_decode_counter_count(const AttentionParams& p);
 AttentionResult launch_attention_decode(const AttentionParams& p, void* workspace,
                                         size_t workspace_bytes, cudaStream_t stream);
-AttentionResult launch_attention_decode(const AttentionParams& p, void* workspace,
-                                        size_t workspace_bytes, unsigned* counters,
-                                        int64_t counter_count, cudaStream_t stream);
 
 // Dev-only entry points (the GPU bench script): one named tile configuration of flash_mma,
 // and the number of configurations; config < 0 picks the default for the head dim.

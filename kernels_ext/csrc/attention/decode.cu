@@ -8,8 +8,7 @@
 //  - the key range is split across blocks (and, for short row blocks, across the warps of a
 //    block, merged in shared memory at the end), each block writing an fp32 partial output
 //    normalised by its own softmax sum plus its log-sum-exp; a second kernel merges the
-//    partials of each row by their LSEs (or, DecodeMerge::kLastBlock, the last split block of
-//    each row group to finish does, below).
+//    partials of each row by their LSEs.
 // K/V tiles of 64 keys stream through a 2-3 stage cp.async ring so that enough bytes are in
 // flight per SM to cover memory latency.
 //
@@ -28,18 +27,6 @@
 // are merged in shared memory before anything is written (partials = splits), the combine
 // gives each row a block whose warps split the partials with their loads in flight together,
 // and on sm_90 it is a programmatic dependent launch (grid_dependency.cuh).
-//
-// Even so the combine kernel adds a fixed ~2.35 us after the split kernel at every cache length
-// (H200, docs/PERF.md "attention_decode kernel by kernel"). The last-block merge (a plan field,
-// chosen by AttentionParams::decode_merge until measured) removes the second kernel: each split
-// block, once its partials are written, increments its row group's counter, and the block that
-// sees the count complete merges the group's partials (L2 hits) with the combine kernel's code
-// (merge_rows). The counters need no per-call memset, which would cost about what it saves: the
-// increment is atomicInc(counter, splits - 1), which wraps to 0 on the last block, so every launch
-// leaves them at 0 for the next; the caller zeroes them once and keeps them per stream. Its cost:
-// one block merges all rows x splits partials of its group (64 KiB at 8 rows, 16 splits, D = 128),
-// where the combine kernel spreads every row over its own block; so it can only pay for short row
-// blocks, and the wgmma split kernel (128-row blocks) keeps the combine kernel.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -57,10 +44,8 @@ namespace sk::attn {
 namespace {
 
 constexpr int kDecodeBN = 64;         // keys per stage
-constexpr int kMaxPartials = 256;     // per row; a merging block stages their LSEs in smem
-// Threads of a merging block: the combine kernel's (one block per output row), and those of every
-// split configuration, whose last block of a row group merges it (DecodeMerge::kLastBlock).
-constexpr int kMergeThreads = 128;
+constexpr int kMaxPartials = 256;     // per row; the combine kernel stages their LSEs in smem
+constexpr int kCombineThreads = 128;  // one combine block per output row
 constexpr int kMaxDecodeQuery = 16;
 
 template <int D_, int MFW_, int WR_, int WK_, int STAGES_>
@@ -94,145 +79,15 @@ struct DecodeConfig {
 struct DecodeArgs {
   AttnArgs a;
   SplitKV s;
-  unsigned* counters;  // last-block merge: one per row group (b, K/V head, row block); else null
 };
 
-// A merging block's shared memory, for kRows rows at once: their partials' LSEs and each thread
-// group's weighted sum (merge_rows).
-template <int D, int kRows>
-struct MergeScratch {
-  float lse[kRows][kMaxPartials];
-  float4 acc[kMergeThreads / (D / 4)][D / 4];
-};
-
-// Merges the partials of workspace rows [first, first + kRows), those below `end`, into o and
-// lse; every thread of the block (kMergeThreads) calls it. Weights w_i = exp(lse_i - m), m the
-// max over the row's partials, o = sum w_i o_i / sum w_i, lse = m + log(sum w_i); a row whose
-// partials are all empty (every key masked) gets o = 0 and lse = -inf. A row's threads form
-// kGroups groups of D / 4 (one float4 column each); group g takes partials g, g + kGroups, ...
-// with kBatch loads in flight per thread (the reads are L2 hits just written, so latency, not
-// bandwidth, is what a serial walk would cost), then the groups' sums meet in shared memory.
-// The combine kernel merges one row per call (every thread on it: kGroups = 128 / (D / 4)), the
-// last split block as many rows as there are groups of D / 4 threads (one group per row). The
-// loads bypass L1 (ld.global.cg): in the last block they read what other SMs wrote during the
-// same kernel, which this SM's L1 does not see.
-template <class T, int D, int kRows, int kBatch>
-__device__ __forceinline__ void merge_rows(const DecodeArgs& d, int64_t first, int64_t end,
-                                           MergeScratch<D, kRows>& s) {
-  constexpr int kVecs = D / 4;                           // float4 columns per row
-  constexpr int kRowThreads = kMergeThreads / kRows;     // threads per row
-  constexpr int kGroups = kRowThreads / kVecs;           // groups per row
-  constexpr int kWidth = kRowThreads < 32 ? kRowThreads : 32;  // a row's lanes in one warp
-  static_assert(kMergeThreads % kRows == 0 && kGroups >= 1 && kGroups * kVecs == kRowThreads,
-                "whole groups of D / 4 threads per row");
-  const AttnArgs& a = d.a;
-  const int tid = threadIdx.x;
-  const int r = tid / kRowThreads;  // the row slot
-  const int g = tid % kRowThreads / kVecs;
-  const int c = tid % kVecs;
-  const int lane = tid % kWidth;
-  const int np = d.s.partials;
-  const int64_t row = first + r;
-  const bool valid = row < end;  // the same for all threads of a row slot
-
-  if (valid) {
-    for (int i = tid % kRowThreads; i < np; i += kRowThreads) {
-      s.lse[r][i] = __ldcg(d.s.lse_part + row * np + i);
-    }
-  }
-  __syncthreads();
-  // Every warp reduces its rows' (at most 256) LSEs itself: no second barrier needed. The
-  // shuffles stay within a row's kWidth lanes; a slot past `end` reduces to m = -inf (empty).
-  float m = -CUDART_INF_F;
-  if (valid) {
-    for (int i = lane; i < np; i += kWidth) m = fmaxf(m, s.lse[r][i]);
-  }
-#pragma unroll
-  for (int off = kWidth / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  const bool empty = m == -CUDART_INF_F;
-  float total = 0.f;
-  if (!empty) {
-    for (int i = lane; i < np; i += kWidth) total += expf(s.lse[r][i] - m);
-  }
-#pragma unroll
-  for (int off = kWidth / 2; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-
-  // Partials that saw no key hold zeros (finite) and get weight 0: no read needs skipping.
-  // The loads of a batch, the last one partial (predicated), are issued before any of their
-  // weights is computed, so that they are in flight together.
-  const float* o_part = d.s.o_part + row * np * D + 4 * c;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (!empty) {  // uniform over the row's threads
-    for (int i = g; i < np; i += kBatch * kGroups) {
-      float4 x[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int j = i + u * kGroups;
-        if (j < np) x[u] = __ldcg(reinterpret_cast<const float4*>(o_part + int64_t{j} * D));
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int j = i + u * kGroups;
-        if (j >= np) break;
-        const float w = expf(s.lse[r][j] - m);
-        acc.x = fmaf(w, x[u].x, acc.x), acc.y = fmaf(w, x[u].y, acc.y);
-        acc.z = fmaf(w, x[u].z, acc.z), acc.w = fmaf(w, x[u].w, acc.w);
-      }
-    }
-  }
-  s.acc[tid / kVecs][c] = acc;  // tid / kVecs = r * kGroups + g
-  __syncthreads();
-  if (valid && g == 0) {
-    float4 sum = s.acc[r * kGroups][c];
-#pragma unroll
-    for (int j = 1; j < kGroups; ++j) {
-      const float4 x = s.acc[r * kGroups + j][c];
-      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-    }
-    const float inv = total > 0.f ? 1.f / total : 0.f;
-    // Packed row -> (batch, query head, position); o uses the caller's strides.
-    const int pos = static_cast<int>(row % a.seq_q);
-    const int64_t bh = row / a.seq_q;
-    const int h = static_cast<int>(bh % a.heads_q);
-    const int b = static_cast<int>(bh / a.heads_q);
-    T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head + static_cast<int64_t>(pos) * D +
-             4 * c;
-    uint2 packed;
-    packed.x = tile::pack2<T>(sum.x * inv, sum.y * inv);
-    packed.y = tile::pack2<T>(sum.z * inv, sum.w * inv);
-    *reinterpret_cast<uint2*>(out) = packed;
-    if (a.lse != nullptr && c == 0) a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
-  }
-  __syncthreads();  // s is rewritten by the next call
-}
-
-// Whether this block is the last of its row group's `splits` blocks to finish, after each wrote
-// its partials. Every writer's __threadfence makes them visible device-wide before the block's
-// one increment (release); the last block fences again before it reads them (acquire). atomicInc
-// stores 0 instead of splits on the last increment, so the counter is 0 again after every
-// launch. One split: the block is last, and its counter is never touched.
-__device__ __forceinline__ bool last_of_group(unsigned* counter, unsigned splits) {
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = splits == 1 || atomicInc(counter, splits - 1) == splits - 1;
-    __threadfence();
-  }
-  __syncthreads();
-  return last;
-}
-
-// kLastMerges: the last block of each row group merges the group's partials into o and lse
-// (no combine kernel follows); otherwise decode_combine does.
-template <class T, class C, bool kLastMerges>
+template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 2)
     decode_split(const __grid_constant__ DecodeArgs d) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int D = C::D, MFW = C::MFW, BN = C::BN, NT = C::NT, S = C::kStages;
   const AttnArgs& a = d.a;
-  // The combine kernel may be placed once every split block runs.
-  if constexpr (!kLastMerges) tile::launch_dependents();
+  tile::launch_dependents();  // the combine kernel may be placed once every split block runs
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t q_tile = (tile::smem_u32(smem) + kTileAlign - 1) & ~uint32_t{kTileAlign - 1};
   const uint32_t k_tiles = q_tile + C::kQBytes;
@@ -392,37 +247,99 @@ __global__ void __launch_bounds__(C::kThreads, 2)
       if (c == 0) d.s.lse_part[slot] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
     }
   }
-  if constexpr (kLastMerges) {
-    // Every block of the group gets here exactly once (no block exits early). The K/V stages,
-    // idle once no copy is in flight and every warp is past the barrier in last_of_group, hold
-    // the merge's scratch.
-    static_assert(C::kThreads == kMergeThreads, "the merge takes the block's threads");
-    constexpr int kRows = kMergeThreads / (D / 4);  // one group of D / 4 threads per row
-    using Scratch = MergeScratch<D, kRows>;
-    static_assert(sizeof(Scratch) <= 2 * S * C::kKVBytes, "merge scratch fits the stages");
-    tile::cp_async_wait<0>();
-    const unsigned group = blockIdx.z * gridDim.y + blockIdx.y;
-    if (last_of_group(d.counters + group, gridDim.x)) {
-      Scratch& scratch = *reinterpret_cast<Scratch*>(smem + (k_tiles - tile::smem_u32(smem)));
-      const int64_t end = group_row0 + min(C::BR, d.s.rows - row_base);
-      for (int64_t first = group_row0; first < end; first += kRows) {
-        merge_rows<T, D, kRows, 8>(d, first, end, scratch);
-      }
-    }
-  }
 #endif
 }
 
-// One block per output row (a grid-stride loop beyond the grid), its threads split the row's
-// partials (merge_rows).
+// One block per output row (a grid-stride loop beyond the grid): weights w_i = exp(lse_i - m),
+// m the max over the row's partials, o = sum w_i o_i / sum w_i, lse = m + log(sum w_i). The
+// block's threads form G = 128 / (D / 4) groups of D / 4 (one float4 column each); group g
+// takes partials g, g + G, ... with four loads in flight per thread (the reads are L2 hits
+// the split kernel just wrote, so latency, not bandwidth, is what a serial walk would cost),
+// then the groups' sums meet in shared memory. A row whose partials are all empty (every key
+// masked) gets o = 0 and lse = -inf.
 template <class T, int D>
-__global__ void __launch_bounds__(kMergeThreads)
+__global__ void __launch_bounds__(kCombineThreads)
     decode_combine(const __grid_constant__ DecodeArgs d) {
-  __shared__ MergeScratch<D, 1> scratch;
-  const int64_t total_rows = static_cast<int64_t>(d.a.batch) * d.a.heads_q * d.a.seq_q;
+  constexpr int kVecs = D / 4;
+  constexpr int kGroups = kCombineThreads / kVecs;
+  static_assert(kCombineThreads % kVecs == 0 && kGroups * kVecs == kCombineThreads, "groups");
+  __shared__ float lse_s[kMaxPartials];
+  __shared__ float4 acc_s[kGroups][kVecs];
+  const AttnArgs& a = d.a;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int g = tid / kVecs;
+  const int c = tid % kVecs;
+  const int np = d.s.partials;
+  const int64_t total_rows = static_cast<int64_t>(a.batch) * a.heads_q * a.seq_q;
   tile::wait_for_prior_grids();  // before the first read of the split kernel's partials
+
   for (int64_t row = blockIdx.x; row < total_rows; row += gridDim.x) {
-    merge_rows<T, D, 1, 4>(d, row, row + 1, scratch);
+    for (int i = tid; i < np; i += kCombineThreads) lse_s[i] = d.s.lse_part[row * np + i];
+    __syncthreads();
+    // Every warp reduces the (at most 256) LSEs itself: no second barrier needed.
+    float m = -CUDART_INF_F;
+    for (int i = lane; i < np; i += 32) m = fmaxf(m, lse_s[i]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    const bool empty = m == -CUDART_INF_F;
+    float total = 0.f;
+    for (int i = lane; i < np; i += 32) total += empty ? 0.f : expf(lse_s[i] - m);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+
+    // Partials that saw no key hold zeros (finite) and get weight 0: no read needs skipping.
+    // The loads of a batch are issued before any of their weights is computed, so that they
+    // are in flight together.
+    const float* o_part = d.s.o_part + row * np * D + 4 * c;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    auto add = [&](float4 x, float lse_i) {
+      const float w = expf(lse_i - m);
+      acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
+      acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
+    };
+    if (!empty) {  // block-uniform
+      constexpr int kBatch = 4;
+      int i = g;
+      for (; i + (kBatch - 1) * kGroups < np; i += kBatch * kGroups) {
+        float4 x[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          x[u] = *reinterpret_cast<const float4*>(o_part + static_cast<int64_t>(i + u * kGroups) * D);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) add(x[u], lse_s[i + u * kGroups]);
+      }
+      for (; i < np; i += kGroups) {
+        add(*reinterpret_cast<const float4*>(o_part + static_cast<int64_t>(i) * D), lse_s[i]);
+      }
+    }
+    acc_s[g][c] = acc;
+    __syncthreads();
+    if (tid < kVecs) {
+      float4 sum = acc_s[0][tid];
+#pragma unroll
+      for (int j = 1; j < kGroups; ++j) {
+        const float4 x = acc_s[j][tid];
+        sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+      }
+      const float inv = total > 0.f ? 1.f / total : 0.f;
+      // Packed row -> (batch, query head, position); o uses the caller's strides.
+      const int pos = static_cast<int>(row % a.seq_q);
+      const int64_t bh = row / a.seq_q;
+      const int h = static_cast<int>(bh % a.heads_q);
+      const int b = static_cast<int>(bh / a.heads_q);
+      T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head +
+               static_cast<int64_t>(pos) * D + 4 * tid;
+      uint2 packed;
+      packed.x = tile::pack2<T>(sum.x * inv, sum.y * inv);
+      packed.y = tile::pack2<T>(sum.z * inv, sum.w * inv);
+      *reinterpret_cast<uint2*>(out) = packed;
+      if (a.lse != nullptr && tid == 0) {
+        a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
+      }
+    }
+    __syncthreads();  // lse_s and acc_s are rewritten for the next row
   }
 }
 
@@ -437,8 +354,6 @@ struct DecodePlan {
   int splits;
   int tiles_per_split;
   int partials;
-  bool last_block_merges;  // the last split block of each row group merges; else decode_combine
-  int64_t counters;        // the last-block merge's: one per row group (else 0)
 };
 
 DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
@@ -476,15 +391,12 @@ DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   plan.splits =
       plan.tiles_per_split > 0 ? static_cast<int>(ceil_div(n_tiles, plan.tiles_per_split)) : 1;
   plan.partials = plan.splits;
-  // Until measured, kAuto keeps the combine kernel. The wgmma split kernel has no merging tail.
-  plan.last_block_merges = !plan.wgmma && p.decode_merge == DecodeMerge::kLastBlock;
-  plan.counters = plan.last_block_merges ? groups : 0;
   return plan;
 }
 
-template <class T, class C, bool kLastMerges>
+template <class T, class C>
 cudaError_t run_split(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
-  auto kernel = decode_split<T, C, kLastMerges>;
+  auto kernel = decode_split<T, C>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -499,27 +411,26 @@ template <class T, int D>
 cudaError_t run_combine(const DecodeArgs& d, cudaStream_t stream) {
   const int64_t rows = d.a.batch * d.a.heads_q * static_cast<int64_t>(d.a.seq_q);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)));
-  return tile::launch_dependent(decode_combine<T, D>, grid, dim3(kMergeThreads), 0, stream, d);
-}
-
-template <class T, int D, bool kLastMerges>
-cudaError_t run_split_config(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
-  switch (plan.block_rows) {
-    case 16:
-      return run_split<T, DecodeConfig<D, 1, 1, 4, 3>, kLastMerges>(d, plan, stream);
-    case 32:
-      return run_split<T, DecodeConfig<D, 2, 1, 4, 3>, kLastMerges>(d, plan, stream);
-    case 64:
-      return run_split<T, DecodeConfig<D, 2, 2, 2, 3>, kLastMerges>(d, plan, stream);
-    default:
-      return run_split<T, DecodeConfig<D, 2, 4, 1, 2>, kLastMerges>(d, plan, stream);
-  }
+  return tile::launch_dependent(decode_combine<T, D>, grid, dim3(kCombineThreads), 0, stream, d);
 }
 
 template <class T, int D>
 cudaError_t run_decode(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
-  if (plan.last_block_merges) return run_split_config<T, D, true>(d, plan, stream);
-  const cudaError_t err = run_split_config<T, D, false>(d, plan, stream);
+  cudaError_t err;
+  switch (plan.block_rows) {
+    case 16:
+      err = run_split<T, DecodeConfig<D, 1, 1, 4, 3>>(d, plan, stream);
+      break;
+    case 32:
+      err = run_split<T, DecodeConfig<D, 2, 1, 4, 3>>(d, plan, stream);
+      break;
+    case 64:
+      err = run_split<T, DecodeConfig<D, 2, 2, 2, 3>>(d, plan, stream);
+      break;
+    default:
+      err = run_split<T, DecodeConfig<D, 2, 4, 1, 2>>(d, plan, stream);
+      break;
+  }
   if (err != cudaSuccess) return err;
   return run_combine<T, D>(d, stream);
 }
@@ -539,24 +450,18 @@ cudaError_t combine(const AttentionParams& p, const DecodeArgs& d, cudaStream_t 
 namespace sk::attn {
 namespace {
 
-bool decodable(const AttentionParams& p) {
-  return check_attention_params(p) == AttentionStatus::kOk && p.seq_q >= 1 &&
-         p.seq_q <= kMaxDecodeQuery;
-}
-
 size_t workspace_bytes(const AttentionParams& p, bool allow_wgmma) {
-  if (!decodable(p)) return 0;
+  if (check_attention_params(p) != AttentionStatus::kOk || p.seq_q < 1 ||
+      p.seq_q > kMaxDecodeQuery) {
+    return 0;
+  }
   const DecodePlan plan = plan_decode(p, device_sm_count(), allow_wgmma);
   const int64_t rows = p.batch * p.heads_q * p.seq_q;
   return static_cast<size_t>(rows) * plan.partials * (p.head_dim + 1) * sizeof(float);
 }
 
-int64_t counter_count(const AttentionParams& p, bool allow_wgmma) {
-  return decodable(p) ? plan_decode(p, device_sm_count(), allow_wgmma).counters : 0;
-}
-
-AttentionResult launch(const AttentionParams& p, void* workspace, size_t bytes, unsigned* counters,
-                       int64_t n_counters, bool allow_wgmma, cudaStream_t stream) {
+AttentionResult launch(const AttentionParams& p, void* workspace, size_t bytes, bool allow_wgmma,
+                       cudaStream_t stream) {
   const AttentionStatus status = check_attention_params(p);
   if (status != AttentionStatus::kOk) return {status, cudaSuccess};
   if (p.seq_q < 1 || p.seq_q > kMaxDecodeQuery)
@@ -567,12 +472,8 @@ AttentionResult launch(const AttentionParams& p, void* workspace, size_t bytes, 
     return {AttentionStatus::kWorkspaceTooSmall, cudaSuccess};
   }
   const DecodePlan plan = plan_decode(p, device_sm_count(), allow_wgmma);
-  if (plan.counters > 0 && (counters == nullptr || n_counters < plan.counters)) {
-    return {AttentionStatus::kMergeCounters, cudaSuccess};
-  }
   DecodeArgs d{};
   d.a = make_args(p);
-  d.counters = plan.last_block_merges ? counters : nullptr;
   const int64_t rows = p.batch * p.heads_q * p.seq_q;
   d.s.o_part = static_cast<float*>(workspace);
   d.s.lse_part = d.s.o_part + rows * plan.partials * p.head_dim;
@@ -607,19 +508,9 @@ size_t attention_decode_workspace_bytes(const AttentionParams& p) {
   return attn::workspace_bytes(p, true);
 }
 
-int64_t attention_decode_counter_count(const AttentionParams& p) {
-  return attn::counter_count(p, true);
-}
-
 AttentionResult launch_attention_decode(const AttentionParams& p, void* workspace,
                                         size_t workspace_bytes, cudaStream_t stream) {
-  return attn::launch(p, workspace, workspace_bytes, nullptr, 0, true, stream);
-}
-
-AttentionResult launch_attention_decode(const AttentionParams& p, void* workspace,
-                                        size_t workspace_bytes, unsigned* counters,
-                                        int64_t counter_count, cudaStream_t stream) {
-  return attn::launch(p, workspace, workspace_bytes, counters, counter_count, true, stream);
+  return attn::launch(p, workspace, workspace_bytes, true, stream);
 }
 
 size_t attention_decode_mma_workspace_bytes(const AttentionParams& p) {
@@ -628,7 +519,7 @@ size_t attention_decode_mma_workspace_bytes(const AttentionParams& p) {
 
 AttentionResult launch_attention_decode_mma(const AttentionParams& p, void* workspace,
                                             size_t workspace_bytes, cudaStream_t stream) {
-  return attn::launch(p, workspace, workspace_bytes, nullptr, 0, false, stream);
+  return attn::launch(p, workspace, workspace_bytes, false, stream);
 }
 
 }  // namespace sk

@@ -49,8 +49,6 @@ const char* attention_status_message(AttentionStatus status) {
       return "flash_wgmma needs an sm_90 GPU (H100/H200) and a library built for sm_90a";
     case AttentionStatus::kWorkspaceTooSmall:
       return "the decode workspace is too small";
-    case AttentionStatus::kMergeCounters:
-      return "decode's last-block merge needs zeroed counters, one per row group, and got fewer";
     case AttentionStatus::kCudaError:
       return "CUDA error";
   }

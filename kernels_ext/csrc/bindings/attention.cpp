@@ -7,18 +7,13 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <c10/util/string_view.h>
 
-#include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
-#include <utility>
 
 #include "binding_utils.h"
 
@@ -48,35 +43,6 @@ Variant choose(const at::Tensor& q) {
 
 AttentionStrides strides_of(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
-// The counters of decode's last-block merge (csrc/attention/decode.cu): `count` 32-bit counters on
-// the device of `like`, for launches on `stream`. They are zeroed once, when allocated, never per
-// call (a memset per call would cost about what the merge saves): every launch that completes
-// leaves them at 0 again (its last block's atomicInc wraps). But a counter is 0 only between the
-// launches that use it, so two launches in flight at once must not share one array: one array per
-// (device, stream), as launches on one stream run one after the other. A call that needs more
-// counters than its stream's array has gets a larger zeroed array; the old one goes back to the
-// caching allocator, which hands it out again only to work on the same stream (ordered after the
-// launches that used it). The map is leaked on purpose: tensors freed at process exit could
-// outlive the allocator.
-unsigned* merge_counters(const at::Tensor& like, int64_t count, cudaStream_t stream) {
-  constexpr int64_t kMinCounters = 1024;  // 4 KiB: most shapes never grow it
-  static std::mutex mutex;
-  static auto* arrays = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
-  const std::lock_guard<std::mutex> lock(mutex);
-  at::Tensor& counters = (*arrays)[{like.get_device(), stream}];
-  if (!counters.defined() || counters.numel() < count) {
-    counters = at::zeros({std::max(count, kMinCounters)}, like.options().dtype(at::kInt));
-  }
-  return reinterpret_cast<unsigned*>(counters.data_ptr<int32_t>());
-}
-
-// attention_decode's `merge` (the table admits these names only).
-DecodeMerge decode_merge_of(c10::string_view name) {
-  if (name == "combine") return DecodeMerge::kCombine;
-  if (name == "last_block") return DecodeMerge::kLastBlock;
-  return DecodeMerge::kAuto;
-}
-
 float softmax_scale(std::optional<double> scale, int64_t head_dim, const char* op) {
   const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   SK_CHECK_VALUE(std::isfinite(s) && s > 0.0, "solbench_kernels::", op,
@@ -97,11 +63,9 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
                                        const at::Tensor& k, const at::Tensor& v, bool causal,
                                        std::optional<double> scale, bool want_lse,
                                        int decode_splits = 0,
-                                       DecodeMerge decode_merge = DecodeMerge::kAuto,
                                        FlashWgmmaConfig wgmma_config = FlashWgmmaConfig::kAuto) {
   AttentionParams p;
   p.decode_splits = decode_splits;
-  p.decode_merge = decode_merge;
   p.dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
   p.batch = q.size(0);
   p.heads_q = q.size(1);
@@ -141,9 +105,7 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
       const size_t bytes = attention_decode_workspace_bytes(p);
       at::Tensor workspace =
           at::empty({static_cast<int64_t>(bytes > 0 ? bytes : 16)}, q.options().dtype(at::kByte));
-      const int64_t n_counters = attention_decode_counter_count(p);
-      unsigned* counters = n_counters > 0 ? merge_counters(q, n_counters, stream) : nullptr;
-      r = launch_attention_decode(p, workspace.data_ptr(), bytes, counters, n_counters, stream);
+      r = launch_attention_decode(p, workspace.data_ptr(), bytes, stream);
       break;
     }
     default:
@@ -161,7 +123,7 @@ Variant variant_of(c10::string_view name) {
   if (name == "decode") return Variant::kDecode;
   SK_CHECK_VALUE(name == "auto",
                     "solbench_kernels::attention_lse: variant must be one of "
-                    "'auto', 'mma', 'wgmma', 'wgmma_persistent', 'decode', 'decode_last_block'; got '",
+                    "'auto', 'mma', 'wgmma', 'wgmma_persistent', 'decode'; got '",
                     std::string(name), "'");
   return Variant::kAuto;
 }
@@ -203,11 +165,6 @@ std::tuple<at::Tensor, at::Tensor> attention_lse(const at::Tensor& q, const at::
                                                  const at::Tensor& v, bool causal,
                                                  std::optional<double> scale,
                                                  c10::string_view variant) {
-  // decode_last_block: decode with its last-block merge, so the GPU tests check that path's lse.
-  if (variant == "decode_last_block") {
-    return run("attention_lse", Variant::kDecode, q, k, v, causal, scale, true, 0,
-               DecodeMerge::kLastBlock);
-  }
   return run("attention_lse", variant_of(variant), q, k, v, causal, scale, true);
 }
 
@@ -220,7 +177,7 @@ at::Tensor flash_attention_wgmma(const at::Tensor& q, const at::Tensor& k, const
                                  bool causal, std::optional<double> scale,
                                  c10::string_view config) {
   const char* op = "flash_attention_wgmma";
-  return std::get<0>(run(op, Variant::kWgmma, q, k, v, causal, scale, false, 0, DecodeMerge::kAuto,
+  return std::get<0>(run(op, Variant::kWgmma, q, k, v, causal, scale, false, 0,
                          wgmma_config_of(op, config, q)));
 }
 
@@ -230,14 +187,13 @@ at::Tensor flash_attention_wgmma_persistent(const at::Tensor& q, const at::Tenso
                                             c10::string_view config) {
   const char* op = "flash_attention_wgmma_persistent";
   return std::get<0>(run(op, Variant::kWgmmaPersistent, q, k, v, causal, scale, false, 0,
-                         DecodeMerge::kAuto, wgmma_config_of(op, config, q)));
+                         wgmma_config_of(op, config, q)));
 }
 
 at::Tensor attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            bool causal, std::optional<double> scale, int64_t splits,
-                            c10::string_view merge) {
+                            bool causal, std::optional<double> scale, int64_t splits) {
   return std::get<0>(run("attention_decode", Variant::kDecode, q, k, v, causal, scale, false,
-                         static_cast<int>(splits), decode_merge_of(merge)));
+                         static_cast<int>(splits)));
 }
 
 }  // namespace sk::impl
