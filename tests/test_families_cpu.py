@@ -326,6 +326,24 @@ def test_fp8_fast_division_is_exact_on_a_cpu(tmp_path):
     assert " 0 wrong, 0 specials not flagged, 0 ordinary words flagged" in run.stdout, run.stdout
 
 
+def run_host_check(tmp_path, source: str):
+    """Compile a C++ check of plain-C++ kernel headers (kernels_ext/csrc on the include path) and run it."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "main.cpp").write_text(source)
+    exe = tmp_path / "check"
+    build = subprocess.run([cxx, "-std=c++17", "-O1", f"-I{root / 'kernels_ext' / 'csrc'}", str(tmp_path / "main.cpp"),
+                            "-o", str(exe)], capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stderr[-2000:]
+    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+
+
 TILE_ORDER_CHECK = r"""
 #include <cstdio>
 #include <vector>
@@ -379,22 +397,87 @@ def test_transpose_tile_orders_visit_every_tile_once(tmp_path):
     """csrc/transpose/tile_order.cuh, the order both transpose kernels take their tiles in, compiled for
     the host: each band height is a bijection onto the tiles, band 1 is row order, and the automatic
     band follows its measured rule; kColumnOrder is column order."""
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    root = Path(__file__).resolve().parents[1]
-    (tmp_path / "main.cpp").write_text(TILE_ORDER_CHECK)
-    exe = tmp_path / "tile_order"
-    build = subprocess.run([cxx, "-std=c++17", "-O1", f"-I{root / 'kernels_ext' / 'csrc'}", str(tmp_path / "main.cpp"),
-                            "-o", str(exe)], capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0, build.stderr[-2000:]
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    run = run_host_check(tmp_path, TILE_ORDER_CHECK)
     assert run.stdout.strip() == "36 orders checked, 0 wrong", run.stdout + run.stderr
     assert run.returncode == 0
+
+
+DIVIDE_CHECK = r"""
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include "common/divide.cuh"
+int main() {
+  uint64_t state = 88172645463325252ull, checked = 0, bad = 0;
+  auto next = [&] { state ^= state << 13; state ^= state >> 7; state ^= state << 17; return state; };
+  auto check = [&](uint32_t n, uint32_t d) {
+    ++checked;
+    if (sk::quotient(n, sk::make_divisor(d)) != n / d) {
+      if (bad++ < 5) std::printf("%u / %u\n", n, d);
+    }
+  };
+  const uint32_t top = 0x7fffffffu;
+  for (uint32_t d = 1; d < 4097; ++d) {
+    for (uint32_t n : {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 2 * d, top, top - 1, top - d}) check(n, d);
+    for (int i = 0; i < 64; ++i) check(static_cast<uint32_t>(next() % (uint64_t{top} + 1)), d);
+  }
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t d = static_cast<uint32_t>(next() % top) + 1;
+    check(static_cast<uint32_t>(next() % (uint64_t{top} + 1)), d);
+    check(top, d);
+    check(d - 1, d);
+  }
+  for (uint32_t d : {top, top - 1, 0x40000000u, 0x40000001u, 0x3fffffffu}) {
+    for (uint32_t n : {0u, 1u, d - 1, d, top}) check(n, d);
+  }
+  std::printf("%llu checked, %llu wrong\n", static_cast<unsigned long long>(checked),
+              static_cast<unsigned long long>(bad));
+  return bad != 0;
+}
+"""
+
+
+def test_fast_divisor_matches_integer_division(tmp_path):
+    """csrc/common/divide.cuh (the ldsm transpose's per-lane matrix index), compiled for the host:
+    its multiply-and-shift quotient equals n / d for every divisor up to 4096 at the edges and at
+    random, and for random and extreme divisors up to 2^31 - 1."""
+    run = run_host_check(tmp_path, DIVIDE_CHECK)
+    assert run.returncode == 0 and run.stdout.strip().endswith(" 0 wrong"), run.stdout + run.stderr
+    assert int(run.stdout.split()[0]) > 800000
+
+
+ODD16_RULE_CHECK = r"""
+#include <cstdint>
+#include <cstdio>
+#include "transpose/odd16_rule.h"
+// The H200 sweep's shapes (batch, rows, cols) and what its fastest option was (odd16_rule.h).
+struct Case { int64_t b, m, n; int kernel; };  // 0 ldsm rows, 1 ldsm columns, 2 ldsm flattened, 3 smem columns
+int main() {
+  const Case cases[] = {{1, 1023, 1025, 0}, {7, 129, 1000, 0}, {32, 511, 1023, 1}, {1, 3000, 5001, 1},
+                        {1, 4095, 4097, 1}, {1, 4096, 4097, 0}, {1, 8191, 8193, 3}, {64, 33, 1023, 2},
+                        {16, 100, 4097, 2}};
+  const int64_t wave = 132 * 10;
+  int bad = 0;
+  for (const Case& c : cases) {
+    const sk::Odd16Plan p = sk::odd16_plan(c.b, c.m, c.n, wave, 0);
+    const int got = p.smem ? (p.band == sk::kColumnOrder ? 3 : -1)
+                           : p.flatten ? (p.band == 1 ? 2 : -1) : (p.band == 1 ? 0 : (p.band == sk::kColumnOrder ? 1 : -1));
+    if (got != c.kernel) { ++bad; std::printf("%lld x %lld x %lld: %d, want %d\n", (long long)c.b, (long long)c.m, (long long)c.n, got, c.kernel); }
+  }
+  // The caller's band is kept, whatever the rule picks.
+  bad += sk::odd16_plan(1, 4095, 4097, wave, 8).band != 8 || sk::odd16_plan(64, 33, 1023, wave, 3).band != 3;
+  std::printf("%d wrong\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_odd16_transpose_rule_picks_what_the_sweep_measured(tmp_path):
+    """csrc/transpose/odd16_rule.h compiled for the host: on each shape of the H200's odd-shape sweep
+    it picks the option that was fastest there (kernel, flattening and tile order), and keeps a
+    caller's band."""
+    run = run_host_check(tmp_path, ODD16_RULE_CHECK)
+    assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr
 
 
 def test_ldsm_transpose_index_model_matches_numpy():
@@ -410,6 +493,7 @@ def test_ldsm_transpose_index_model_matches_numpy():
     assert mod_spec.loader is not None
     mod_spec.loader.exec_module(model)
     assert model.check(65, 33, 2, 2) == []
+    assert model.check(129, 100, 2, 1, batch=3) == []   # the batch walked as one matrix
     assert model.main() == 0
     # The model can fail: an unswizzled ldmatrix read of swizzled units is caught.
     assert model.check(64, 64, 1, 1) == []

@@ -6,7 +6,7 @@ checked against numpy on a CPU.
 It follows the kernel's index arithmetic line by line (same names): the loads of each warp and
 lane, the 16-byte units with their XOR swizzle, the ldmatrix.x4.trans row addresses and what the
 PTX ISA says each lane receives, and the stores. It checks, for every block shape and for full
-and edge blocks, that y equals x transposed, that every element of y is written once, and that
+and edge blocks, one matrix and a batch walked as one (the kernel's kFlat), that y equals x transposed, that every element of y is written once, and that
 no shared store or ldmatrix phase has a bank conflict. The GPU tests are the real check.
 """
 
@@ -46,8 +46,12 @@ def conflict_free(slots: list[int]) -> bool:
 
 
 def run_block(x: np.ndarray, y: np.ndarray, written: np.ndarray, r0: int, c0: int,
-              row_subs: int, col_subs: int) -> list[str]:
+              row_subs: int, col_subs: int, y_rows: int = 0) -> list[str]:
+    """y and written are flat; y_rows > 0 is the kernel's kFlat walk of a batch of matrices of
+    y_rows rows each (x holds all their rows), 0 one matrix."""
     rows, cols = x.shape
+    flat = y_rows > 0
+    y_rows = y_rows or rows
     errors: list[str] = []
     subs = row_subs * col_subs
     units = np.full((subs, WARPS * 32, 8), -1, dtype=np.int64)
@@ -77,26 +81,33 @@ def run_block(x: np.ndarray, y: np.ndarray, written: np.ndarray, r0: int, c0: in
             for lane in range(32):
                 yr0 = c0 + (s % col_subs) * SUB + 8 * w
                 e = r0 + (s // col_subs) * SUB + lane
+                at = yr0 * y_rows + e
+                if flat:
+                    at += (e // y_rows) * (y_rows * cols - y_rows)
                 for k in range(8):
                     out = got[lane][k >> 1][k & 1]
                     if yr0 + k < cols and e < rows:
-                        y[yr0 + k, e] = out
-                        written[yr0 + k, e] += 1
+                        y[at + k * y_rows] = out
+                        written[at + k * y_rows] += 1
     return errors
 
 
-def check(rows: int, cols: int, row_subs: int, col_subs: int) -> list[str]:
-    x = np.arange(1, rows * cols + 1, dtype=np.int64).reshape(rows, cols)
-    y = np.zeros((cols, rows), dtype=np.int64)
-    written = np.zeros((cols, rows), dtype=np.int64)
+def check(rows: int, cols: int, row_subs: int, col_subs: int, batch: int = 0) -> list[str]:
+    """One rows x cols matrix, or (batch > 0) a batch of them walked as one matrix (kFlat)."""
+    matrices = max(batch, 1)
+    x = np.arange(1, matrices * rows * cols + 1, dtype=np.int64).reshape(matrices * rows, cols)
+    y = np.zeros(matrices * rows * cols, dtype=np.int64)
+    written = np.zeros_like(y)
     errors: list[str] = []
-    for r0 in range(0, rows, SUB * row_subs):
+    for r0 in range(0, matrices * rows, SUB * row_subs):
         for c0 in range(0, cols, SUB * col_subs):
-            errors += run_block(x, y, written, r0, c0, row_subs, col_subs)
-    if not np.array_equal(y, x.T):
-        errors.append(f"{rows}x{cols} {row_subs}x{col_subs}: y != x.T at {int((y != x.T).sum())} elements")
+            errors += run_block(x, y, written, r0, c0, row_subs, col_subs, rows if batch else 0)
+    want = x.reshape(matrices, rows, cols).transpose(0, 2, 1).reshape(-1)
+    what = f"{batch} x " * bool(batch) + f"{rows}x{cols} {row_subs}x{col_subs}"
+    if not np.array_equal(y, want):
+        errors.append(f"{what}: y != x.T at {int((y != want).sum())} elements")
     if not (written == 1).all():
-        errors.append(f"{rows}x{cols} {row_subs}x{col_subs}: elements written != once")
+        errors.append(f"{what}: elements written != once")
     return errors
 
 
@@ -105,6 +116,8 @@ def main() -> int:
     for row_subs, col_subs in SHAPES:
         for rows, cols in ((32, 32), (64, 64), (65, 33), (1, 7), (129, 100), (31, 97)):
             errors += check(rows, cols, row_subs, col_subs)
+        for batch, rows, cols in ((3, 129, 100), (7, 33, 40), (2, 64, 32), (5, 1, 9)):
+            errors += check(rows, cols, row_subs, col_subs, batch)
     for e in dict.fromkeys(errors):
         print("FAIL", e)
     print("ldsm transpose model:", "ok" if not errors else f"{len(errors)} failures")

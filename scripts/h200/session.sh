@@ -34,7 +34,7 @@
 #   families scripts/h200/families_final.sh: issue 15's 15 family specs and their GPU tests (~5 min; FAMILIES_BUDGET)
 #   small    the small case of every issue-6 family (softmax, norms, row_sum, maps) beside eager and torch.compile
 #   mtiles   the map kernel's tile shapes on the small (1024 x 1024) maps, flushed (scripts/tune/kernel_tiles.cu small)
-#   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py)
+#   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py), and both sides' SASS
 #   cncu     the compute kernels that miss their targets beside cuBLAS/cuDNN: ncu full set and a clock probe (scripts/tune/compute_ncu.py)
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
@@ -181,7 +181,7 @@ stage_tsweep() {  # the transpose kernels' tile orders (band) beside PyTorch's c
   timeout 300 solbench run --specs scripts/tune/specs --ops transpose_bands --budget 0.3 \
     --json "$OUT/transpose_bands.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_bands.json"
-  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_ttiles() {  # the smem transpose's 32- and 64-word tiles and the automatic pick, timed by solbench run
   timeout 300 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
@@ -212,10 +212,18 @@ stage_mtiles() {  # the map kernel's tile shapes on the 1024 x 1024 maps, each l
 stage_tncu() {  # ncu sections of our element-path transpose beside torch.compile's kernel on the same odd sizes
   timeout 200 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section Occupancy --section LaunchStats \
-    -o "$OUT/transpose_ncu" python3 scripts/tune/transpose_ncu.py || return 1
+    --section InstructionStats -o "$OUT/transpose_ncu" python3 scripts/tune/transpose_ncu.py || return 1
   ncu --import "$OUT/transpose_ncu.ncu-rep" --page details > "$OUT/transpose_ncu.txt"
   ncu --import "$OUT/transpose_ncu.ncu-rep" --page raw --csv > "$OUT/transpose_ncu_raw.csv"
   grep -E "transpose|triton|Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Stall" "$OUT/transpose_ncu.txt" | head -80
+  # SASS of both sides, for instruction-level comparison: our ldsm kernels and the Triton cubins the run compiled.
+  for so in $(find "$HOME" /tmp "$PWD" -name "*.so" -newer scripts/h200/session.sh 2>/dev/null | grep -v site-packages); do
+    cuobjdump -sass "$so" 2>/dev/null | awk '/Function : .*transpose_ldsm/{on=1} /Function : /&&!/transpose_ldsm/{on=0} on' >> "$OUT/transpose_ldsm.sass"
+  done
+  for cb in $(find "$HOME" /tmp "$PWD" -name "*.cubin" -newer scripts/h200/session.sh 2>/dev/null); do
+    cuobjdump -sass "$cb" 2>/dev/null | grep -q transpose && cuobjdump -sass "$cb" >> "$OUT/triton_transpose.sass"
+  done
+  wc -l "$OUT"/*.sass 2>/dev/null
 }
 stage_cncu() {  # ncu (full set, real clocks) and an NVML clock probe of sgemm, gemm_mma, flash_mma, flash_wgmma beside cuBLAS / cuDNN
   timeout 120 python3 scripts/tune/compute_ncu.py --clocks --out "$OUT/compute_clocks.json" || return 1
@@ -238,7 +246,7 @@ stage_transpose() {  # the transpose specs beside eager and torch.compile (bf16)
   timeout 200 solbench run --ops transpose,transpose_batched --impls eager,compiled,cuda,cuda_regs --budget 0.3 \
     --json "$OUT/transpose.json" --out $RUNS
   python3 scripts/h200/families_summary.py "$OUT/transpose.json"
-  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_tprobe() {  # the transpose kernels and the probe's experiments beside a plain copy
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -o /tmp/transpose_probe \

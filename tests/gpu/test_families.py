@@ -121,13 +121,15 @@ def test_rope_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- transpose
-TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs", "ldsm", "ldsm_32x64", "ldsm_64x32", "ldsm_64x64", "auto"]
+TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs", "ldsm", "ldsm_32x64", "ldsm_64x32", "ldsm_64x64",
+                      "ldsm_64x32_flat", "auto"]
 
 
 @pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("shape", [(1, 1), (1, 7), (33, 1), (63, 65), (4095, 4097), (1024, 1024), (3, 129, 1000),
-                                   (2, 3, 64, 96), (5, 1, 1), (8, 8), (72, 40), (4, 136, 264), (200, 4096)],
+                                   (2, 3, 64, 96), (5, 1, 1), (8, 8), (72, 40), (4, 136, 264), (200, 4096),
+                                   (7, 129, 1000), (9, 33, 65), (3, 1, 77), (2, 2, 65, 63)],
                          ids=str)
 def test_transpose_is_exact(dtype, shape, variant):
     """regs runs where every dim and stride is whole 16-byte packs (8 x 8, 72 x 40, 136 x 264, ...:
@@ -154,6 +156,20 @@ def test_transpose_is_exact_in_every_tile_order(shape, band, variant):
     """Bands taller than the matrix, shorter last bands, one column of tiles, and batches."""
     x = rand(*shape, dtype=torch.bfloat16, seed=9)
     assert torch.equal(kernels_ext.transpose(x, variant, band), x.transpose(-2, -1).contiguous())
+
+
+@pytest.mark.parametrize("shape", [(8191, 4097), (64, 33, 1023), (16, 100, 4097), (32, 511, 1023), (1, 3000, 5001)],
+                         ids=str)
+def test_transpose_auto_rule_branches_are_exact(shape):
+    """Each branch of csrc/transpose/odd16_rule.h on a shape that takes it: smem in column order from
+    2^25 elements, the flattened batch, ldsm in column order; and a batch view that cannot be
+    flattened (every other matrix) beside the one that can."""
+    x = rand(*shape, dtype=torch.bfloat16, seed=13)
+    assert torch.equal(kernels_ext.transpose(x, "auto"), x.transpose(-2, -1).contiguous())
+    if len(shape) == 3:
+        strided = x[::2]
+        assert torch.equal(kernels_ext.transpose(strided, "auto"), strided.transpose(-2, -1).contiguous())
+        assert torch.equal(kernels_ext.transpose(strided, "ldsm_64x32_flat"), strided.transpose(-2, -1).contiguous())
 
 
 # ----------------------------------------------------------------------------- cross-entropy

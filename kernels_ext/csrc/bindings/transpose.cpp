@@ -18,17 +18,16 @@ namespace {
 // ldsm variants name their block in elements of x (rows x columns); plain ldsm is 32 x 32.
 int ldsm_subs_of(c10::string_view variant) {
   if (variant == "ldsm_32x64") return 12;
-  if (variant == "ldsm_64x32") return 21;
+  if (variant == "ldsm_64x32" || variant == "ldsm_64x32_flat") return 21;
   if (variant == "ldsm_64x64") return 22;
   return 11;
 }
 
 bool is_ldsm(c10::string_view variant) { return variant.substr(0, 4) == "ldsm"; }
 
-// auto: the smem kernel, except for the 16-bit layouts its word path does not take; those go to
-// ldsm in 64 x 32 blocks (launch_transpose_odd16), ahead of smem on 6 of 7 odd bf16 shapes on the
-// H200 and 2% behind on the seventh (results/h200/issue15/2026-12-03/transpose_odd_call4_auto.json).
-// ldsm trails smem on every aligned case (4-14%). regs and the ldsm blocks are selected by name;
+// auto: the smem kernel, except for the 16-bit layouts its word path does not take; those follow
+// the odd-shape sweep's rule (launch_transpose_odd16, csrc/transpose/odd16_rule.h). ldsm trails
+// smem on every aligned case (4-14%). regs and the ldsm blocks are selected by name;
 // they fall back to smem where they do not apply. `band`: the caller's, 0 for automatic.
 cudaError_t launch(TransposeArgs a, c10::string_view variant, int64_t band, cudaStream_t stream) {
   const bool sixteen = a.dtype != DType::kFloat32;
@@ -68,6 +67,7 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   a.band = band > 0 ? band : auto_band(rows, x.element_size());
   a.tile_words = variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
   a.ldsm_subs = ldsm_subs_of(variant);
+  a.flatten_batch = variant == "ldsm_64x32_flat";
   sk::bind::check_launch(launch(a, variant, band, sk::bind::current_stream()), "transpose");
   return y;
 }

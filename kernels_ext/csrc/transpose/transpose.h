@@ -23,6 +23,8 @@ struct TransposeArgs {
   int64_t band = 1;  // row tiles per band of the tile order (tile_order.cuh); 1: row order
   int tile_words = 0;  // word-rows of the smem kernel's tile: 32 or 64; 0: by the size (transpose.cu)
   int ldsm_subs = 11;  // the ldsm kernel's block in 32 x 32 sub-tiles, rows then columns: 11, 12, 21, 22
+  // ldsm: walk a batch of matrices stored one after another as one matrix of all their rows
+  bool flatten_batch = false;
 };
 
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
@@ -38,9 +40,8 @@ bool transpose_words_fit(const TransposeArgs& args);
 // every aligned case and led it on the odd ones (docs/PERF.md, 2026-12-03).
 cudaError_t launch_transpose_ldsm(const TransposeArgs& args, cudaStream_t stream);
 
-// The automatic choice for the 16-bit layouts the word path does not take: ldsm in 64 x 32 blocks,
-// in column order where rows of y are odd (x has an odd row count) and the grid is more than one
-// wave of resident blocks, row order elsewhere. `band` > 0 keeps the caller's order.
+// The automatic choice for the 16-bit layouts the word path does not take: the rule of
+// odd16_rule.h (mostly ldsm in 64 x 32 blocks). `band` > 0 keeps the caller's order.
 cudaError_t launch_transpose_odd16(TransposeArgs args, cudaStream_t stream);
 
 // The in-register kernel (transpose_regs.cu): 16-byte-aligned x and y, rows, columns and strides

@@ -24,15 +24,17 @@
 // every load of all of them before the first shared store.
 //
 // Measured on the H200 (docs/PERF.md, 2026-12-03): 4-14% behind transpose.cu's smem kernel on
-// every aligned case, ahead of it on 6 of 7 odd bf16 shapes in the order launch_transpose_odd16
-// picks (3-16%), which is what the transpose op runs there; torch.compile is still ahead (0.75-0.98x).
+// every aligned case, ahead of it on all but the largest odd bf16 shape in the order
+// launch_transpose_odd16 picks (odd16_rule.h), which is what the transpose op runs there.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "../common/divide.cuh"
 #include "../common/grid.cuh"
 #include "../common/pack.cuh"
 #include "../tile/mma_sync.cuh"
+#include "odd16_rule.h"
 #include "tile_order.cuh"
 #include "transpose.h"
 
@@ -50,7 +52,10 @@ struct LdsmShape {
   static constexpr int kCols = kColSubs * kSub;   // columns of x per block
   static constexpr int kSubs = kRowSubs * kColSubs;
   // 16 blocks of 128 threads fill an SM (32 registers); more loads in flight need more registers.
-  // sm_80's ptxas spills the 2 x 2 block at 8 (64 registers); it gets 6 there.
+  // sm_80's ptxas spills the 2 x 2 block at 8 (64 registers); it gets 6 there. sm_90's ptxas fits
+  // the 2 x 1 block in 32 registers, but 16 of those blocks per SM ran 7-16% slower in column
+  // order on the large odd shapes than 10 (4095 x 4097: 2,224 against 2,393 GB/s) and level in row
+  // order (results/h200/issue15/2026-12-03b/transpose_odd_call1.json).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static constexpr int kMinBlocks = kSubs == 1 ? 16 : (kSubs == 2 ? 10 : 6);
 #else
@@ -59,11 +64,17 @@ struct LdsmShape {
 };
 
 // Sub-tile (rs, cs) of the block whose first element is x[r0][c0]; kChecked: the block sticks
-// out of the matrix (loads outside read zeros, stores outside are skipped).
-template <int kRowSubs, int kColSubs, bool kChecked>
+// out of the matrix (loads outside read zeros, stores outside are skipped). `rows` is the row
+// count the grid walks; y's rows are `y_rows` long. kFlat: x is a batch of matrices of y_rows rows,
+// one after another (batch stride = y_rows row strides), walked as one matrix of all their rows,
+// so a matrix whose row count is not a multiple of the block's does not leave most of its last
+// row of blocks idle (7 x 129 rows: 15 blocks of 64 rows, not 21); row e of the walk is row
+// e % y_rows of matrix e / y_rows, and its elements in y are matrix strides apart.
+template <int kRowSubs, int kColSubs, bool kChecked, bool kFlat>
 __device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint16_t* __restrict__ yb,
                                            int64_t r0, int64_t c0, int64_t rows, int64_t cols,
-                                           int64_t row_stride, uint4 (*units)[kWarps][32]) {
+                                           int64_t row_stride, int64_t y_rows, Divisor by_y_rows,
+                                           uint4 (*units)[kWarps][32]) {
   constexpr int kSubs = kRowSubs * kColSubs;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   uint16_t v[kSubs][kPerThread];
@@ -102,21 +113,26 @@ __device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint
     tile::ldmatrix_x4_trans(got, tile::smem_u32(&units[s][src_w][src_l]));
     const int64_t yr0 = c0 + (s % kColSubs) * kSub + 8 * w;  // first of this warp's 8 rows of y
     const int64_t e = r0 + (s / kColSubs) * kSub + lane;      // the element of each row
-    uint16_t* q = yb + yr0 * rows + e;
+    int64_t at = yr0 * y_rows + e;
+    if constexpr (kFlat) {  // the launcher keeps the walk under 2^31 rows
+      const int64_t matrix = quotient(static_cast<uint32_t>(e), by_y_rows);
+      at += matrix * (y_rows * cols - y_rows);
+    }
+    uint16_t* q = yb + at;
     const int left = kChecked && e < rows ? static_cast<int>(cols - yr0 < 8 ? cols - yr0 : 8) : 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {  // row 8w + k = 8w + 2j + b of the sub-tile's y rows
       const uint16_t out = static_cast<uint16_t>(k & 1 ? got[k >> 1] >> 16 : got[k >> 1] & 0xffffu);
-      if (!kChecked || k < left) q[k * rows] = out;
+      if (!kChecked || k < left) q[k * y_rows] = out;
     }
   }
 }
 
-template <int kRowSubs, int kColSubs>
+template <int kRowSubs, int kColSubs, bool kFlat>
 __global__ void __launch_bounds__(kThreads, (LdsmShape<kRowSubs, kColSubs>::kMinBlocks))
     transpose_ldsm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ y, int64_t rows,
-                          int64_t cols, int64_t batch_stride, int64_t row_stride, int64_t row_tiles,
-                          int64_t col_tiles, int64_t band) {
+                          int64_t cols, int64_t batch_stride, int64_t row_stride, int64_t y_rows,
+                          Divisor by_y_rows, int64_t row_tiles, int64_t col_tiles, int64_t band) {
   using S = LdsmShape<kRowSubs, kColSubs>;
   __shared__ uint4 units[S::kSubs][kWarps][32];
   // band 0: row order from the 3-D grid (x: column tile, y: row tile, z: batch), as transpose.cu.
@@ -130,27 +146,42 @@ __global__ void __launch_bounds__(kThreads, (LdsmShape<kRowSubs, kColSubs>::kMin
   uint16_t* yb = y + t.batch * rows * cols;
   const int64_t r0 = t.row_tile * S::kRows, c0 = t.col_tile * S::kCols;
   if (r0 + S::kRows <= rows && c0 + S::kCols <= cols) {
-    ldsm_block<kRowSubs, kColSubs, false>(xb, yb, r0, c0, rows, cols, row_stride, units);
+    ldsm_block<kRowSubs, kColSubs, false, kFlat>(xb, yb, r0, c0, rows, cols, row_stride, y_rows, by_y_rows, units);
   } else {
-    ldsm_block<kRowSubs, kColSubs, true>(xb, yb, r0, c0, rows, cols, row_stride, units);
+    ldsm_block<kRowSubs, kColSubs, true, kFlat>(xb, yb, r0, c0, rows, cols, row_stride, y_rows, by_y_rows, units);
   }
 }
 
-template <int kRowSubs, int kColSubs>
+// Whether the batch can be walked as one matrix of all its rows (kFlat above).
+bool flattens(const TransposeArgs& a) {
+  return a.flatten_batch && a.batch > 1 && a.batch_stride == a.rows * a.row_stride &&
+         a.batch * a.rows <= 0x7fffffff;
+}
+
+template <int kRowSubs, int kColSubs, bool kFlat>
 cudaError_t launch_shape(const TransposeArgs& a, cudaStream_t stream) {
   using S = LdsmShape<kRowSubs, kColSubs>;
-  const int64_t row_tiles = ceil_div(a.rows, S::kRows);
+  const int64_t batch = kFlat ? 1 : a.batch;
+  const int64_t rows = kFlat ? a.batch * a.rows : a.rows;
+  const int64_t row_tiles = ceil_div(rows, S::kRows);
   const int64_t col_tiles = ceil_div(a.cols, S::kCols);
-  if (a.batch * row_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
-  const bool grid3 = a.band <= 1 && row_tiles <= 65535 && a.batch <= 65535;
+  if (batch * row_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
+  const bool grid3 = a.band <= 1 && row_tiles <= 65535 && batch <= 65535;
   const dim3 blocks = grid3 ? dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles),
-                                   static_cast<unsigned>(a.batch))
-                            : dim3(static_cast<unsigned>(a.batch * row_tiles * col_tiles));
+                                   static_cast<unsigned>(batch))
+                            : dim3(static_cast<unsigned>(batch * row_tiles * col_tiles));
   const int64_t band = grid3 ? 0 : banded_height(a.band, row_tiles);
-  transpose_ldsm_kernel<kRowSubs, kColSubs><<<blocks, kThreads, 0, stream>>>(
-      static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), a.rows, a.cols, a.batch_stride,
-      a.row_stride, row_tiles, col_tiles, band);
+  transpose_ldsm_kernel<kRowSubs, kColSubs, kFlat><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), rows, a.cols, a.batch_stride,
+      a.row_stride, a.rows, make_divisor(static_cast<uint32_t>(kFlat ? a.rows : 1)), row_tiles, col_tiles,
+      band);
   return cudaGetLastError();
+}
+
+template <int kRowSubs, int kColSubs>
+cudaError_t launch_either(const TransposeArgs& a, cudaStream_t stream) {
+  return flattens(a) ? launch_shape<kRowSubs, kColSubs, true>(a, stream)
+                     : launch_shape<kRowSubs, kColSubs, false>(a, stream);
 }
 
 }  // namespace
@@ -159,24 +190,23 @@ cudaError_t launch_transpose_ldsm(const TransposeArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.rows < 0 || a.cols < 0 || element_size(a.dtype) != 2) return cudaErrorInvalidValue;
   if (a.batch == 0 || a.rows == 0 || a.cols == 0) return cudaSuccess;
   switch (a.ldsm_subs) {
-    case 11: return launch_shape<1, 1>(a, stream);
-    case 12: return launch_shape<1, 2>(a, stream);
-    case 21: return launch_shape<2, 1>(a, stream);
-    case 22: return launch_shape<2, 2>(a, stream);
+    case 11: return launch_either<1, 1>(a, stream);
+    case 12: return launch_either<1, 2>(a, stream);
+    case 21: return launch_either<2, 1>(a, stream);
+    case 22: return launch_either<2, 2>(a, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_transpose_odd16(TransposeArgs a, cudaStream_t stream) {
   using S = LdsmShape<2, 1>;
+  static_assert(S::kRows == kOdd16BlockRows && S::kCols == kOdd16BlockCols, "the rule's block");
+  const int64_t wave = static_cast<int64_t>(sm_count()) * S::kMinBlocks;
+  const Odd16Plan plan = odd16_plan(a.batch, a.rows, a.cols, wave, a.band);
+  a.band = plan.band;
+  if (plan.smem) return launch_transpose(a, stream);
   a.ldsm_subs = 21;
-  if (a.band == 0) {
-    const int64_t blocks = a.batch * ceil_div(a.rows, S::kRows) * ceil_div(a.cols, S::kCols);
-    const int64_t wave = static_cast<int64_t>(sm_count()) * S::kMinBlocks;
-    // Column order: consecutive blocks write consecutive stretches of a row of y, so the sectors a
-    // misaligned row start splits between two blocks are completed while still in L2.
-    a.band = a.rows % 2 == 1 && blocks > wave ? kColumnOrder : 1;
-  }
+  a.flatten_batch = plan.flatten;
   return launch_transpose_ldsm(a, stream);
 }
 
