@@ -172,6 +172,19 @@ def test_transpose_auto_rule_branches_are_exact(shape):
         assert torch.equal(kernels_ext.transpose(strided, "ldsm_64x32_flat"), strided.transpose(-2, -1).contiguous())
 
 
+def test_transpose_ldsm_offsets_beyond_32_bits():
+    """Rows 2^30 + 3 elements apart (a 4 GiB storage): the ldsm kernel's 32-bit offsets do not fit,
+    so it takes 64-bit ones; compared bit for bit (the storage outside the view is never read)."""
+    stride = 2**30 + 3
+    base = torch.empty(2 * stride + 1001, dtype=torch.bfloat16, device=DEV)
+    x = base.as_strided((3, 1001), (stride, 1))
+    x.copy_(rand(3, 1001, dtype=torch.bfloat16, seed=14))
+    want = x.transpose(-2, -1).contiguous().view(torch.int16)
+    for variant in ("auto", "ldsm", "ldsm_64x32", "ldsm_64x32_flat", "ldsm_64x64"):
+        for band in (0, 1, 1 << 20):
+            assert torch.equal(kernels_ext.transpose(x, variant, band).view(torch.int16), want), (variant, band)
+
+
 # ----------------------------------------------------------------------------- cross-entropy
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 # 20000 and 9000 rows: one row per block, and the finishing block's steps of 8 x 1024 rows, the last one partial;

@@ -52,12 +52,13 @@ struct LdsmShape {
   static constexpr int kCols = kColSubs * kSub;   // columns of x per block
   static constexpr int kSubs = kRowSubs * kColSubs;
   // 16 blocks of 128 threads fill an SM (32 registers); more loads in flight need more registers.
-  // sm_80's ptxas spills the 2 x 2 block at 8 (64 registers); it gets 6 there. sm_90's ptxas fits
+  // sm_80's ptxas spills the 2 x 2 block at 8 (64 registers) and, with 32-bit offsets, at 6 (80);
+  // it gets 5 there. sm_90's ptxas fits
   // the 2 x 1 block in 32 registers, but 16 of those blocks per SM ran 7-16% slower in column
   // order on the large odd shapes than 10 (4095 x 4097: 2,224 against 2,393 GB/s) and level in row
   // order (results/h200/issue15/2026-12-03b/transpose_odd_call1.json).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  static constexpr int kMinBlocks = kSubs == 1 ? 16 : (kSubs == 2 ? 10 : 6);
+  static constexpr int kMinBlocks = kSubs == 1 ? 16 : (kSubs == 2 ? 10 : 5);
 #else
   static constexpr int kMinBlocks = kSubs == 1 ? 16 : (kSubs == 2 ? 10 : 8);
 #endif
@@ -70,18 +71,23 @@ struct LdsmShape {
 // so a matrix whose row count is not a multiple of the block's does not leave most of its last
 // row of blocks idle (7 x 129 rows: 15 blocks of 64 rows, not 21); row e of the walk is row
 // e % y_rows of matrix e / y_rows, and its elements in y are matrix strides apart.
-template <int kRowSubs, int kColSubs, bool kChecked, bool kFlat>
+// I: the type of offsets within the block's matrix (or the flattened walk), int32_t where the
+// launcher has checked that they fit, so that each address is one 32-bit multiply-add into a
+// 64-bit pointer rather than 64-bit arithmetic. On the H200 (results/h200/issue15/2026-12-04,
+// ncu and the odd-shape sweep against the 64-bit kernel): 7 x 129 x 1000 321 -> 237 instructions
+// per warp (Triton's kernel, half our block, 100), 2.91 against 3.14 us; 1023 x 1025 3.01 against
+// 3.42 us; 4095 x 4097 in column order 10.8M -> 6.4M instructions.
+template <int kRowSubs, int kColSubs, bool kChecked, bool kFlat, class I>
 __device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint16_t* __restrict__ yb,
-                                           int64_t r0, int64_t c0, int64_t rows, int64_t cols,
-                                           int64_t row_stride, int64_t y_rows, Divisor by_y_rows,
-                                           uint4 (*units)[kWarps][32]) {
+                                           I r0, I c0, I rows, I cols, I row_stride, I y_rows,
+                                           Divisor by_y_rows, uint4 (*units)[kWarps][32]) {
   constexpr int kSubs = kRowSubs * kColSubs;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   uint16_t v[kSubs][kPerThread];
 #pragma unroll
   for (int s = 0; s < kSubs; ++s) {
-    const int64_t c = c0 + (s % kColSubs) * kSub + lane;
-    const int64_t r = r0 + (s / kColSubs) * kSub + w;
+    const I c = c0 + (s % kColSubs) * kSub + lane;
+    const I r = r0 + (s / kColSubs) * kSub + w;
     const uint16_t* p = xb + r * row_stride + c;
     // Rows of x left from r (at most what the block needs), kept in 32 bits for the checks.
     const int left = kChecked && c < cols ? static_cast<int>(rows - r < kSub ? rows - r : kSub) : 0;
@@ -111,11 +117,11 @@ __device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint
   for (int s = 0; s < kSubs; ++s) {
     uint32_t got[4];
     tile::ldmatrix_x4_trans(got, tile::smem_u32(&units[s][src_w][src_l]));
-    const int64_t yr0 = c0 + (s % kColSubs) * kSub + 8 * w;  // first of this warp's 8 rows of y
-    const int64_t e = r0 + (s / kColSubs) * kSub + lane;      // the element of each row
-    int64_t at = yr0 * y_rows + e;
+    const I yr0 = c0 + (s % kColSubs) * kSub + 8 * w;  // first of this warp's 8 rows of y
+    const I e = r0 + (s / kColSubs) * kSub + lane;      // the element of each row
+    I at = yr0 * y_rows + e;
     if constexpr (kFlat) {  // the launcher keeps the walk under 2^31 rows
-      const int64_t matrix = quotient(static_cast<uint32_t>(e), by_y_rows);
+      const I matrix = static_cast<I>(quotient(static_cast<uint32_t>(e), by_y_rows));
       at += matrix * (y_rows * cols - y_rows);
     }
     uint16_t* q = yb + at;
@@ -128,27 +134,33 @@ __device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint
   }
 }
 
-template <int kRowSubs, int kColSubs, bool kFlat>
+// Tile order by `band`: 0 row order and -1 column order from a 3-D grid (x: the fast tile index,
+// y: the other, z: batch), no division per block; > 0 bands of that many row tiles from a 1-D grid
+// (banded_tile, three 64-bit divisions per block).
+template <int kRowSubs, int kColSubs, bool kFlat, class I>
 __global__ void __launch_bounds__(kThreads, (LdsmShape<kRowSubs, kColSubs>::kMinBlocks))
     transpose_ldsm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ y, int64_t rows,
                           int64_t cols, int64_t batch_stride, int64_t row_stride, int64_t y_rows,
                           Divisor by_y_rows, int64_t row_tiles, int64_t col_tiles, int64_t band) {
   using S = LdsmShape<kRowSubs, kColSubs>;
   __shared__ uint4 units[S::kSubs][kWarps][32];
-  // band 0: row order from the 3-D grid (x: column tile, y: row tile, z: batch), as transpose.cu.
   TileCoord t;
   if (band == 0) {
     t = TileCoord{blockIdx.z, blockIdx.y, blockIdx.x};
+  } else if (band < 0) {
+    t = TileCoord{blockIdx.z, blockIdx.x, blockIdx.y};
   } else {
     t = banded_tile(blockIdx.x, row_tiles, col_tiles, band);
   }
   const uint16_t* xb = x + t.batch * batch_stride;
   uint16_t* yb = y + t.batch * rows * cols;
-  const int64_t r0 = t.row_tile * S::kRows, c0 = t.col_tile * S::kCols;
-  if (r0 + S::kRows <= rows && c0 + S::kCols <= cols) {
-    ldsm_block<kRowSubs, kColSubs, false, kFlat>(xb, yb, r0, c0, rows, cols, row_stride, y_rows, by_y_rows, units);
+  const I r0 = static_cast<I>(t.row_tile * S::kRows), c0 = static_cast<I>(t.col_tile * S::kCols);
+  const I n_rows = static_cast<I>(rows), n_cols = static_cast<I>(cols);
+  const I stride = static_cast<I>(row_stride), y_len = static_cast<I>(y_rows);
+  if (r0 + S::kRows <= n_rows && c0 + S::kCols <= n_cols) {
+    ldsm_block<kRowSubs, kColSubs, false, kFlat, I>(xb, yb, r0, c0, n_rows, n_cols, stride, y_len, by_y_rows, units);
   } else {
-    ldsm_block<kRowSubs, kColSubs, true, kFlat>(xb, yb, r0, c0, rows, cols, row_stride, y_rows, by_y_rows, units);
+    ldsm_block<kRowSubs, kColSubs, true, kFlat, I>(xb, yb, r0, c0, n_rows, n_cols, stride, y_len, by_y_rows, units);
   }
 }
 
@@ -158,7 +170,18 @@ bool flattens(const TransposeArgs& a) {
          a.batch * a.rows <= 0x7fffffff;
 }
 
-template <int kRowSubs, int kColSubs, bool kFlat>
+// Whether every offset a block forms within its matrix (or the flattened walk) fits 32 bits,
+// edge blocks' masked ones included: x's rows and columns, y's, and the flattened walk's matrix
+// gaps, each with a block's overhang to spare.
+bool offsets_fit_int32(const TransposeArgs& a, bool flat) {
+  constexpr int64_t kLimit = 0x7fffffff;
+  const int64_t walk = flat ? a.batch * a.rows : a.rows;
+  const int64_t x_span = (walk + 2 * kSub) * a.row_stride + a.cols + 2 * kSub;
+  const int64_t y_span = (a.cols + 2 * kSub) * a.rows + walk + 2 * kSub + (flat ? a.batch * a.rows * a.cols : 0);
+  return a.row_stride <= kLimit && x_span <= kLimit && y_span <= kLimit;
+}
+
+template <int kRowSubs, int kColSubs, bool kFlat, class I>
 cudaError_t launch_shape(const TransposeArgs& a, cudaStream_t stream) {
   using S = LdsmShape<kRowSubs, kColSubs>;
   const int64_t batch = kFlat ? 1 : a.batch;
@@ -166,22 +189,32 @@ cudaError_t launch_shape(const TransposeArgs& a, cudaStream_t stream) {
   const int64_t row_tiles = ceil_div(rows, S::kRows);
   const int64_t col_tiles = ceil_div(a.cols, S::kCols);
   if (batch * row_tiles * col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
-  const bool grid3 = a.band <= 1 && row_tiles <= 65535 && batch <= 65535;
-  const dim3 blocks = grid3 ? dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles),
-                                   static_cast<unsigned>(batch))
-                            : dim3(static_cast<unsigned>(batch * row_tiles * col_tiles));
-  const int64_t band = grid3 ? 0 : banded_height(a.band, row_tiles);
-  transpose_ldsm_kernel<kRowSubs, kColSubs, kFlat><<<blocks, kThreads, 0, stream>>>(
+  dim3 blocks(static_cast<unsigned>(batch * row_tiles * col_tiles));
+  int64_t band = banded_height(a.band, row_tiles);
+  if (a.band <= 1 && row_tiles <= 65535 && batch <= 65535) {
+    blocks = dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles), static_cast<unsigned>(batch));
+    band = 0;
+  } else if (band == row_tiles && col_tiles <= 65535 && batch <= 65535) {
+    blocks = dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(col_tiles), static_cast<unsigned>(batch));
+    band = -1;  // column order
+  }
+  transpose_ldsm_kernel<kRowSubs, kColSubs, kFlat, I><<<blocks, kThreads, 0, stream>>>(
       static_cast<const uint16_t*>(a.x), static_cast<uint16_t*>(a.y), rows, a.cols, a.batch_stride,
       a.row_stride, a.rows, make_divisor(static_cast<uint32_t>(kFlat ? a.rows : 1)), row_tiles, col_tiles,
       band);
   return cudaGetLastError();
 }
 
+template <int kRowSubs, int kColSubs, bool kFlat>
+cudaError_t launch_indexed(const TransposeArgs& a, cudaStream_t stream) {
+  return offsets_fit_int32(a, kFlat) ? launch_shape<kRowSubs, kColSubs, kFlat, int32_t>(a, stream)
+                                                       : launch_shape<kRowSubs, kColSubs, kFlat, int64_t>(a, stream);
+}
+
 template <int kRowSubs, int kColSubs>
 cudaError_t launch_either(const TransposeArgs& a, cudaStream_t stream) {
-  return flattens(a) ? launch_shape<kRowSubs, kColSubs, true>(a, stream)
-                     : launch_shape<kRowSubs, kColSubs, false>(a, stream);
+  return flattens(a) ? launch_indexed<kRowSubs, kColSubs, true>(a, stream)
+                     : launch_indexed<kRowSubs, kColSubs, false>(a, stream);
 }
 
 }  // namespace
