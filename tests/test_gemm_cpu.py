@@ -68,7 +68,7 @@ def test_gemm_ops_are_in_the_table_with_their_schemas():
     assert ops["linear_residual"].schema() == "linear_residual(Tensor x, Tensor w, Tensor residual, str config='auto') -> Tensor"
     assert ops["sgemm"].schema() == "sgemm(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_mma"].schema() == "gemm_mma(Tensor a, Tensor w, str config='auto') -> Tensor"
-    assert ops["gemm_decode_mma"].schema() == "gemm_decode_mma(Tensor a, Tensor w) -> Tensor"
+    assert ops["gemm_decode_mma"].schema() == "gemm_decode_mma(Tensor a, Tensor w, str grid='auto') -> Tensor"
     for name in GEMM_OPS:
         assert name in kernels_ext.OPS
 
@@ -150,7 +150,8 @@ def test_specs_name_the_variants_with_per_call_dtypes():
     decode = spec_mod.load_file(ROOT / "specs" / "ops" / "gemm_decode.yaml")
     assert {c.name: c.fn for c in decode.impls} == {
         "decode_wgmma": "kernels_ext:gemm_decode", "decode_mma": "kernels_ext:gemm_decode_mma",
-        "auto": "kernels_ext:gemm"}
+        "decode_mma_tiles": "kernels_ext:gemm_decode_mma", "auto": "kernels_ext:gemm"}
+    assert next(c for c in decode.impls if c.name == "decode_mma_tiles").kwargs == {"grid": "tiles"}
     assert all(case["M"] <= 16 for case in decode.cases)     # gemm_decode_mma's range
     assert (16, 8192, 8192) in [tuple(c.values()) for c in decode.cases]
     lr = spec_mod.load_file(ROOT / "specs" / "ops" / "linear_residual.yaml")

@@ -63,7 +63,10 @@ def gather_row(v: list, q: int, lane_values: dict, row_lanes: int, lane: int) ->
     return lane_values[src][g // p_rows]
 
 
-def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int, int, bool, int]) -> np.ndarray:
+def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int, int, bool, int],
+               ctas: int = 0) -> np.ndarray:
+    """The kernel over a grid of `ctas` CTAs (0: one per row tile), CTA b taking rows
+    [b n / ctas, (b + 1) n / ctas) as decode_row_begin deals them."""
     warps, row_warps, groups, depth, interleave, row_lanes = shape
     m, k = a_mat.shape
     n = w_mat.shape[0]
@@ -76,6 +79,7 @@ def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int,
     af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
     chunks = (k + chunk - 1) // chunk
     per_split = (chunks + ksplit - 1) // ksplit
+    ctas = ctas or (n + rows - 1) // rows
     c = np.full((m, n), np.nan)
 
     def piece(flat: np.ndarray, off: int, ok: bool) -> list[np.ndarray]:
@@ -85,11 +89,14 @@ def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int,
         assert len(v) == 8, "a valid piece must lie inside the tensor"
         return [v[0:2], v[2:4], v[4:6], v[6:8]]
 
-    for block in range((n + rows - 1) // rows):
+    for block in range(ctas):
+        cta_row = block * n // ctas
+        cta_rows = (block + 1) * n // ctas - cta_row
+        assert 1 <= cta_rows <= rows, f"CTA {block} of {ctas} would take {cta_rows} rows"
         red = np.zeros((ksplit, 16, rows))
         for warp in range(warps):
             rw, q = warp % row_warps, warp // row_warps
-            row0 = block * rows + rw * groups * 8
+            slot0 = rw * groups * 8
             base = q if interleave else min(q * per_split, chunks)
             c_end = chunks if interleave else min(base + per_split, chunks)
             n_chunks = (chunks - q + ksplit - 1) // ksplit if interleave else c_end - base
@@ -100,7 +107,8 @@ def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int,
                 wofs[lane], xofs[lane] = 8 * (lane % row_lanes), 8 * t
                 for r in range(groups):
                     for i in range(subs):
-                        row = min(row0 + 8 * r + (32 // row_lanes) * i + lane // row_lanes, n - 1)
+                        slot = slot0 + 8 * r + (32 // row_lanes) * i + lane // row_lanes
+                        row = cta_row + min(slot, cta_rows - 1)   # past the CTA's rows: its last again
                         wp[lane, r, i] = row * k + base * chunk + wofs[lane]
                 for h in range(2):
                     token = 8 * h + g
@@ -150,9 +158,9 @@ def decode_mma(a_mat: np.ndarray, w_mat: np.ndarray, shape: tuple[int, int, int,
                     red[q, g + 8, rl], red[q, g + 8, rl + 1] = acc[r][lane][2], acc[r][lane][3]
         for e in range(16 * rows):
             token, rl = e // rows, e % rows
-            col = block * rows + rl
-            if token < m and col < n:
-                c[token, col] = sum(red[s, token, rl] for s in range(ksplit))
+            if token < m and rl < cta_rows:
+                assert np.isnan(c[token, cta_row + rl]), "two CTAs wrote one output"
+                c[token, cta_row + rl] = sum(red[s, token, rl] for s in range(ksplit))
     return c
 
 
@@ -162,8 +170,12 @@ def check_decode_mma() -> None:
                     (16, 64, 2056), (7, 1, 96)):
         a, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
         for shape in DM_SHAPES:
-            err = np.abs(decode_mma(a, w, shape) - a @ w.T).max()
-            assert err < 1e-9, f"gemm_decode_mma model {shape} {m}x{n}x{k}: error {err}"
+            rows = shape[1] * shape[2] * 8
+            tiles = (n + rows - 1) // rows
+            # one CTA per tile, and a `waves` grid: the tiles rounded up to waves of 7 CTAs
+            for ctas in sorted({tiles, min(n, -(-tiles // 7) * 7)}):
+                err = np.abs(decode_mma(a, w, shape, ctas) - a @ w.T).max()
+                assert err < 1e-9, f"gemm_decode_mma model {shape} {m}x{n}x{k} {ctas} CTAs: error {err}"
 
 
 # ------------------------------------------------------------------------- sgemm Loader32

@@ -39,7 +39,8 @@
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
-#   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours)
+#   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours; decode_mma with both grids)
+#   gdecode  solbench run --ops gemm --shape M=16,N=8192,K=8192 (cuBLAS and kernels_ext.gemm's pick)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
 #   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
@@ -275,8 +276,14 @@ stage_decode() {  # attention_decode beside every SDPA backend (default flush: b
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
 }
 stage_readonly() {  # the calls that mostly read (decode GEMM, GEMV) beside cuBLAS, under the default flush
-  timeout 200 solbench run --ops gemm_decode,gemv --dtypes bfloat16 --impls eager,decode_wgmma,decode_mma,auto,cuda,cuda_mma,cuda_decode \
+  timeout 200 solbench run --ops gemm_decode,gemv --dtypes bfloat16 \
+    --impls eager,decode_wgmma,decode_mma,decode_mma_tiles,auto,cuda,cuda_mma,cuda_decode \
     --budget 0.3 --timeout 120 --json "$OUT/readonly.json" --out $RUNS
+}
+stage_gdecode() {  # the gemm spec's decode case (M = 16, N = K = 8192): cuBLAS and kernels_ext.gemm's pick
+  timeout 120 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes bfloat16 --impls eager,auto \
+    --budget 0.3 --timeout 100 --json "$OUT/gemm_decode_case.json" --out $RUNS
+  python3 scripts/h200/gemm_summary.py "$OUT/gemm_decode_case.json"
 }
 stage_dtimeline() { timeout 200 python3 scripts/tune/decode_timeline.py --json "$OUT/decode_timeline.json" | tee "$OUT/decode_timeline.txt"; }
 stage_dprobe() {  # the decode GEMM's CTA shapes, cuBLAS and a plain read of W (scripts/tune/decode_probe.cu)

@@ -183,11 +183,21 @@ DECODE_MMA = [(1, 256, 512), (16, 1000, 264), (5, 40, 16), (16, 64, 8), (9, 4100
 
 @pytest.mark.parametrize("m,n,k", DECODE_MMA)
 @pytest.mark.parametrize("dtype", HALF, ids=_id)
-def test_gemm_decode_mma(m, n, k, dtype):
+@pytest.mark.parametrize("grid", ["auto", "tiles", "waves"])
+def test_gemm_decode_mma(m, n, k, dtype, grid):
+    # waves on a small N spreads a few rows over many CTAs: row slots past a CTA's rows re-read
+    # its last row from other warps than the one that owns it, and must not be written
     a, w = rand((m, k), dtype, 39), rand((n, k), dtype, 40)
     poison((m, n), dtype)
-    out = kernels_ext.gemm_decode_mma(a, w)
-    assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_decode_mma {m}x{n}x{k}")
+    out = kernels_ext.gemm_decode_mma(a, w, grid)
+    assert_normwise(out, reference(a, w), TOL[dtype], f"gemm_decode_mma {m}x{n}x{k} grid={grid}")
+
+
+def test_gemm_decode_mma_grids_agree_bit_for_bit():
+    # the grid only deals rows to CTAs; each row's K-split sums keep their order
+    a, w = rand((16, 2048), torch.bfloat16, 47), rand((8192, 2048), torch.bfloat16, 48)
+    tiles = kernels_ext.gemm_decode_mma(a, w, "tiles")
+    assert torch.equal(tiles, kernels_ext.gemm_decode_mma(a, w, "waves"))
 
 
 def test_gemm_decode_mma_is_deterministic_and_matches_cublas_accuracy():
@@ -205,6 +215,8 @@ def test_gemm_decode_mma_refuses_what_it_cannot_read():
         kernels_ext.gemm_decode_mma(rand((17, 64), torch.bfloat16, 43), rand((8, 64), torch.bfloat16, 44))
     with pytest.raises(ValueError, match="multiple of 8"):
         kernels_ext.gemm_decode_mma(rand((4, 100), torch.bfloat16, 45), rand((8, 100), torch.bfloat16, 46))
+    with pytest.raises(ValueError, match="grid"):
+        kernels_ext.gemm_decode_mma(rand((4, 64), torch.bfloat16, 45), rand((8, 64), torch.bfloat16, 46), "rows")
 
 
 @pytest.mark.parametrize("m,n,k", ODD + [(100, 300, 4100), (77, 1001, 128)])

@@ -136,9 +136,10 @@ at::Tensor gemm_decode(const at::Tensor& a, const at::Tensor& w, int64_t split_k
   });
 }
 
-at::Tensor gemm_decode_mma(const at::Tensor& a, const at::Tensor& w) {
+at::Tensor gemm_decode_mma(const at::Tensor& a, const at::Tensor& w, c10::string_view grid) {
+  const auto gr = parse_config("gemm_decode_mma", grid, gemm::kNumDecodeGrids, gemm::decode_grid_name);
   return run("gemm_decode_mma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
-    return gemm::launch_gemm_decode_mma(half_dtype(a), g, stream());
+    return gemm::launch_gemm_decode_mma(half_dtype(a), g, stream(), gr);
   });
 }
 

@@ -128,8 +128,16 @@ Status launch_linear_residual(DType dt, const MatmulArgs& args, const WgmmaOptio
 Status launch_hgemm_mma_residual(DType dt, const MatmulArgs& args, cudaStream_t stream);
 // M <= kDecodeMaxM; `split_k` 0 = automatic, else 1, 2, 4 or 8 (the cluster size).
 Status launch_gemm_decode(DType dt, const MatmulArgs& args, int split_k, cudaStream_t stream);
+// gemm_decode_mma's grid (gemm_decode_mma.cu): kTiles, one CTA per row tile; kWaves, the CTA count
+// rounded up to whole waves of resident CTAs with the rows spread evenly over them; kAuto, kWaves
+// where the tiles fill half a wave or more.
+enum class DecodeGrid : int { kAuto = 0, kTiles = 1, kWaves = 2 };
+constexpr int kNumDecodeGrids = 3;
+const char* decode_grid_name(DecodeGrid g);
+
 // M <= kDecodeMmaMaxM, K % 8 == 0; any GPU with mma.sync bf16 (sm_80+).
-Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream);
+Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream,
+                              DecodeGrid grid = DecodeGrid::kAuto);
 
 // The current device's compute capability as major * 10 + minor (0 when unknown).
 int device_capability();

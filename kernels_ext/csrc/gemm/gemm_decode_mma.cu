@@ -20,17 +20,24 @@
 //   - x (M x K: 256 KiB at M = 16, K = 8192) is re-read by every CTA through L1 (tile::ldg_16_if);
 //     each x fragment serves two n8 row groups. One m16 tile of tokens: M <= 16 (a second tile
 //     would need registers the 128-register threads do not have; M = 17..64 is gemm_decode's).
-//   - CTA = 8 warps over 32 rows of W: 2 row warps (16 rows each) x 4 K-splits; the splits'
-//     partial sums are added through shared memory in a fixed order (deterministic) and written
-//     once in the output dtype: N / 32 CTAs, no split across CTAs, no workspace, one kernel.
-//     When N / 32 CTAs would fill under three quarters of the SMs' two slots (N = 4096: 128
-//     CTAs), CTAs take 16 rows as 1 row warp x 8 K-splits. DecodeShape names the layouts.
-// Rows past N read row N - 1 (in bounds) and are not written; tokens past M and k past K are
-// zeros in registers (never loaded). Needs K % 8 == 0 and 16-byte aligned A and W rows.
+//   - CTA = 8 warps over up to 32 rows of W: 2 row warps (16 rows each) x 4 K-splits; the
+//     splits' partial sums are added through shared memory in a fixed order (deterministic) and
+//     written once in the output dtype: no split across CTAs, no workspace, one kernel. When
+//     N / 32 CTAs would fill under three quarters of the SMs' two slots (N = 4096: 128 CTAs),
+//     CTAs take 16 rows as 1 row warp x 8 K-splits. DecodeShape names the layouts.
+//   - The grid (DecodeGrid): CTA b takes rows [b N / G, (b + 1) N / G) of G CTAs, so the rows
+//     are spread evenly whatever G is. `tiles` is G = ceil(N / rows per CTA); `waves` rounds G
+//     up to whole waves of resident CTAs (two per SM), so that no SM streams more of W than
+//     another: at N = K = 8192, 256 CTAs of 32 rows leave 8 of the H200's 264 slots empty and
+//     124 SMs carry 64 rows where 62.1 would do; 264 CTAs of 31-32 rows do not.
+// Row slots past a CTA's rows read its last row and are not written; tokens
+// past M and k past K are zeros in registers (never loaded). Needs K % 8 == 0 and 16-byte
+// aligned A and W rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "../tile/ldg.cuh"
@@ -102,7 +109,13 @@ struct DecodeMmaArgs {
   int64_t lda, ldw, ldc;
   int chunks;     // ceil(K / kChunk)
   int per_split;  // chunks per K-split (contiguous splits)
+  int ctas;       // the grid: CTA b takes rows [b n / ctas, (b + 1) n / ctas), at most kRows
 };
+
+// CTA b's first row (b = ctas: n), in 64 bits: b * n passes 2^31 at n = 8192 x 2^18.
+__device__ __forceinline__ int decode_row_begin(const DecodeMmaArgs& p, int b) {
+  return static_cast<int>(static_cast<int64_t>(b) * p.n / p.ctas);
+}
 
 // Row g's piece of sub-chunk q for lane (g, t) = (lane / 4, lane % 4), from a chunk loaded kRowLanes
 // lanes to a row: load i holds row P i + lane / R at k = 8 (lane % R), P = 32 / R rows per load,
@@ -147,7 +160,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
   const int rw = warp % S::kRowWarps, q = warp / S::kRowWarps;
-  const int row0 = static_cast<int>(blockIdx.x) * kRows + rw * G * 8;
+  const int cta_row = decode_row_begin(p, static_cast<int>(blockIdx.x));
+  const int cta_rows = decode_row_begin(p, static_cast<int>(blockIdx.x) + 1) - cta_row;
+  const int slot0 = rw * G * 8;   // this row warp's first row slot in the CTA
   // This split's chunks: base, base + kStride, ... (n_chunks of them).
   const int base = S::kInterleave ? q : min(q * p.per_split, p.chunks);
   const int c_end = S::kInterleave ? p.chunks : min(base + p.per_split, p.chunks);
@@ -157,12 +172,15 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
 
   // Row pointers at this lane's pieces of chunk `base` (load i of group r: row 8 r + P i + lane / R
   // of the row warp's), advanced by D chunks of the split per round.
+  // A slot past the CTA's rows reads its last row again: within one load instruction where the
+  // CTA has 24 or more rows (the same addresses, one request), an L2 hit elsewhere. Predicating
+  // those loads off instead cost Rows16 its registers (128 and 60 bytes of spills, nvcc 13.0).
   const T* wp[G][I];
 #pragma unroll
   for (int r = 0; r < G; ++r) {
 #pragma unroll
     for (int i = 0; i < I; ++i) {
-      const int row = min(row0 + 8 * r + (32 / R) * i + lane / R, p.n - 1);
+      const int row = cta_row + min(slot0 + 8 * r + (32 / R) * i + lane / R, cta_rows - 1);
       wp[r][i] = static_cast<const T*>(p.w) + static_cast<int64_t>(row) * p.ldw +
                  static_cast<int64_t>(base) * kChunk + wofs;
     }
@@ -263,8 +281,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   T* c = static_cast<T*>(p.c);
   for (int e = static_cast<int>(threadIdx.x); e < 16 * kRows; e += S::kThreads) {
     const int token = e / kRows, rl = e % kRows;
-    const int n = static_cast<int>(blockIdx.x) * kRows + rl;
-    if (token >= p.m || n >= p.n) continue;
+    const int n = cta_row + rl;
+    if (token >= p.m || rl >= cta_rows) continue;
     float sum = 0.0f;
 #pragma unroll
     for (int s = 0; s < kKSplit; ++s) sum += red[s][token][rl];
@@ -272,8 +290,21 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   }
 }
 
+// The CTAs for `grid` on `sms` SMs (kAuto: waves where the row tiles fill at least half of one
+// wave, so a CTA keeps at least half its row slots; below that, spreading rows thinner would only
+// multiply the CTAs re-reading x).
+template <class S>
+int64_t decode_ctas(int64_t n, DecodeGrid grid, int sms) {
+  const int64_t tiles = (n + S::kRows - 1) / S::kRows;
+  const int64_t wave = static_cast<int64_t>(S::kMinBlocks) * sms;
+  const bool waves = grid == DecodeGrid::kWaves || (grid == DecodeGrid::kAuto && 2 * tiles >= wave);
+  if (!waves || wave <= 0) return tiles;
+  return std::min(n, (tiles + wave - 1) / wave * wave);
+}
+
+// `ctas` 0: one per row tile (what the probe's shapes run).
 template <class T, class S>
-Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream) {
+Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0) {
   DecodeMmaArgs p{};
   p.a = g.a;
   p.w = g.w;
@@ -286,22 +317,33 @@ Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream) {
   p.ldc = g.ldc;
   p.chunks = static_cast<int>((g.k + S::kChunk - 1) / S::kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
-  const int64_t blocks = (g.n + S::kRows - 1) / S::kRows;
-  gemm_decode_mma_kernel<T, S><<<static_cast<unsigned>(blocks), S::kThreads, 0, stream>>>(p);
+  p.ctas = static_cast<int>(ctas > 0 ? ctas : (g.n + S::kRows - 1) / S::kRows);
+  gemm_decode_mma_kernel<T, S><<<static_cast<unsigned>(p.ctas), S::kThreads, 0, stream>>>(p);
   return from_cuda(cudaGetLastError(), "launching gemm_decode_mma");
 }
 
 // 32-row CTAs unless they would fill under three quarters of the SMs' two CTA slots.
 template <class T>
-Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream) {
+Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream, DecodeGrid grid) {
   const int sms = sm_count();
-  if (sms > 0 && (g.n + 31) / 32 < (2 * sms * 3) / 4) return run_decode_mma<T, Rows16>(g, stream);
-  return run_decode_mma<T, Rows32>(g, stream);
+  if (sms > 0 && (g.n + 31) / 32 < (2 * sms * 3) / 4) {
+    return run_decode_mma<T, Rows16>(g, stream, decode_ctas<Rows16>(g.n, grid, sms));
+  }
+  return run_decode_mma<T, Rows32>(g, stream, decode_ctas<Rows32>(g.n, grid, sms));
 }
 
 }  // namespace
 
-Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream) {
+const char* decode_grid_name(DecodeGrid g) {
+  switch (g) {
+    case DecodeGrid::kAuto: return "auto";
+    case DecodeGrid::kTiles: return "tiles";
+    case DecodeGrid::kWaves: return "waves";
+  }
+  return "unknown";
+}
+
+Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream, DecodeGrid grid) {
   if (Status st = check_sizes(args); !st.ok()) return st;
   if (args.m > kDecodeMmaMaxM) {
     return fail("gemm_decode_mma handles M <= " + std::to_string(kDecodeMmaMaxM) + " (got M = " +
@@ -318,8 +360,8 @@ Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t str
     return fail("gemm_decode_mma needs compute capability 8.0 or later (mma.sync bf16)",
                 cudaErrorNotSupported);
   }
-  if (dt == DType::kBFloat16) return run_decode_mma_shape<__nv_bfloat16>(args, stream);
-  if (dt == DType::kFloat16) return run_decode_mma_shape<__half>(args, stream);
+  if (dt == DType::kBFloat16) return run_decode_mma_shape<__nv_bfloat16>(args, stream, grid);
+  if (dt == DType::kFloat16) return run_decode_mma_shape<__half>(args, stream, grid);
   return fail("gemm_decode_mma takes bfloat16 or float16 inputs");
 }
 
