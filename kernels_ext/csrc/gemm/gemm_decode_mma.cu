@@ -30,9 +30,8 @@
 //     up to whole waves of resident CTAs (two per SM), so that no SM streams more of W than
 //     another: at N = K = 8192, 256 CTAs of 32 rows leave 8 of the H200's 264 slots empty and
 //     124 SMs carry 64 rows where 62.1 would do; 264 CTAs of 31-32 rows do not.
-// Row slots past a CTA's rows read its last row and are not written; tokens
-// past M and k past K are zeros in registers (never loaded). Needs K % 8 == 0 and 16-byte
-// aligned A and W rows.
+// Row slots past a CTA's rows read its last row and are not written; tokens past M and k past K
+// are zeros in registers (never loaded). Needs K % 8 == 0 and 16-byte aligned A and W rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -112,7 +111,7 @@ struct DecodeMmaArgs {
   int ctas;       // the grid: CTA b takes rows [b n / ctas, (b + 1) n / ctas), at most kRows
 };
 
-// CTA b's first row (b = ctas: n), in 64 bits: b * n passes 2^31 at n = 8192 x 2^18.
+// CTA b's first row (b = ctas: n). b * n in 64 bits: with 16-row CTAs it passes 2^31 from N = 185,364.
 __device__ __forceinline__ int decode_row_begin(const DecodeMmaArgs& p, int b) {
   return static_cast<int>(static_cast<int64_t>(b) * p.n / p.ctas);
 }
