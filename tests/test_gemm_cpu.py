@@ -118,6 +118,7 @@ def _t(*shape, dtype=torch.bfloat16):
     (lambda: kernels_ext.gemm_decode(_t(8, 16), _t(4, 16), 3), ValueError, "split_k"),
     (lambda: kernels_ext.gemm_decode_mma(_t(17, 16), _t(4, 16)), ValueError, "M <= 16"),
     (lambda: kernels_ext.gemm_decode_mma(_t(8, 20), _t(4, 20)), ValueError, "multiple of 8"),
+    (lambda: kernels_ext.gemm_decode_mma(_t(8, 16), _t(4, 16), "rows"), ValueError, "grid must be one of"),
     (lambda: kernels_ext.gemm_decode_mma(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32)),
      TypeError, "dtype"),
     (lambda: kernels_ext.sgemm(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "bk64"),
