@@ -36,6 +36,7 @@
 #   mtiles   the map kernel's tile shapes on the small (1024 x 1024) maps, flushed (scripts/tune/kernel_tiles.cu small)
 #   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py), and both sides' SASS
 #   cncu     the compute kernels that miss their targets beside cuBLAS/cuDNN: ncu full set and a clock probe (scripts/tune/compute_ncu.py)
+#   sncu     the sgemm configurations beside cuBLAS fp32 under ncu, and the stall summary (scripts/tune/compute_ncu.py)
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
@@ -233,6 +234,12 @@ stage_cncu() {  # ncu (full set, real clocks) and an NVML clock probe of sgemm, 
   ncu --import "$OUT/compute_ncu.ncu-rep" --page details > "$OUT/compute_ncu.txt"
   ncu --import "$OUT/compute_ncu.ncu-rep" --page raw --csv > "$OUT/compute_ncu_raw.csv"
   grep -E "^  [a-z_]|Duration|SM Frequency|Issue Slots Busy|Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Bank Conflicts|Achieved Occupancy|Registers Per" "$OUT/compute_ncu.txt" | head -150
+}
+stage_sncu() {  # the sgemm configurations and cuBLAS fp32 under ncu (full set, real clocks), and the summary table
+  timeout 240 ncu --profile-from-start off --clock-control none --set full -o "$OUT/sgemm_ncu" python3 scripts/tune/compute_ncu.py \
+    --only sgemm_bk32,sgemm_bm64,sgemm_bk32_lanes4x8,sgemm_bm64_lanes4x8,cublas_fp32 || return 1
+  ncu --import "$OUT/sgemm_ncu.ncu-rep" --page raw --csv > "$OUT/sgemm_ncu_raw.csv"
+  python3 scripts/tune/compute_ncu.py --summarize "$OUT/sgemm_ncu_raw.csv" | tee "$OUT/sgemm_ncu_summary.txt"
 }
 stage_inductor() {  # the Triton kernels torch.compile generates for the small baselines, and their launch dims
   TORCH_LOGS=output_code timeout 200 python3 scripts/tune/inductor_kernels.py --out "$OUT" 2> "$OUT/inductor_code.log"
