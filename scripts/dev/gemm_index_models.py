@@ -269,17 +269,12 @@ def check_sgemm_loaders() -> None:
 def check_sgemm_micro_tiles() -> None:
     """Every element of the BM x 128 block tile belongs to exactly one thread's 8 x 8 register
     tile (rows 4 ty + {0..3} and BM / 2 + 4 ty + {0..3}, columns 4 tx + {0..3} and 64 + 4 tx +
-    {0..3}; or, with the lanes 4 x 8, four 4 x 4 pieces of the warp's 32 x 64 tile), and the distinct float4 of each warp-wide shared load are consecutive: the fewest
+    {0..3}), and the distinct float4 of each warp-wide shared load are consecutive: the fewest
     wavefronts, no bank conflict; the transposed copies of a warp (8 k x 4 rows) hit 32 banks."""
-    for threads, lanes4x8 in ((t, f) for t in SG_SHAPES for f in (False, True)):
+    for threads in SG_SHAPES:
         bm = threads // 2
 
         def tile_of(tid: int) -> tuple[list[int], list[int]]:
-            if lanes4x8:   # MicroTile with kLanes4x8
-                warp, lane = tid // 32, tid % 32
-                r0, c0 = 32 * (warp // 2) + 4 * (lane // 8), 64 * (warp % 2) + 4 * (lane % 8)
-                return ([r0 + 16 * g + i for g in range(2) for i in range(4)],
-                        [c0 + 32 * g + j for g in range(2) for j in range(4)])
             ty, tx = tid // 16, tid % 16
             return ([4 * ty + (bm // 2) * g + i for g in range(2) for i in range(4)],
                     [4 * tx + 64 * g + j for g in range(2) for j in range(4)])
@@ -295,9 +290,6 @@ def check_sgemm_micro_tiles() -> None:
                 for g in range(2):
                     starts = {t[part][4 * g] for t in tiles}
                     assert 4 * (max(starts) - min(starts) + 4) == 16 * len(starts), f"sgemm warp {warp}: gaps"
-                    # 128 bytes a wavefront: the 4 x 8 lanes read one per load, the 16-wide rows two
-                    wavefronts = -(-16 * len(starts) // 128)
-                    assert wavefronts == (1 if lanes4x8 or part == 0 else 2), (threads, lanes4x8, part, wavefronts)
             for pitch in (bm + 4, 132):
                 banks = {((t % 8 + 8 * ((t // 32) % 2)) * pitch + (t // 8) % 4 + 4 * (t // 64)) % 32
                          for t in range(32 * warp, 32 * warp + 32)}

@@ -132,7 +132,7 @@ stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; 
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
 }
 stage_sgemm() {  # the fp32 GEMM's configurations beside cuBLAS fp32, then their GPU tests
-  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_bm64,sgemm_fp32_bk32_lanes4x8,sgemm_fp32_bm64_lanes4x8 --budget 0.3 \
+  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32,sgemm_fp32_bk32,sgemm_fp32_bm64 --budget 0.3 \
     --json "$OUT/sgemm.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/sgemm.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm" -rfE 2>&1 | tail -6

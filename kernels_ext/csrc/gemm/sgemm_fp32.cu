@@ -24,7 +24,6 @@
 //         and tiles wholly inside the matrix copy without predicates or clamps, so the
 //         overhead per FMA halves. Two blocks per SM still fit (2 x 99 KiB).
 //   bm64  bk32's copies on the 64 x 128 block, two stages (50 KiB per block).
-//   bk32_lanes4x8, bm64_lanes4x8: the same with each warp's lanes 4 x 8 (SgemmShape::kLanes4x8).
 #include <cuda_runtime.h>
 
 #include "../tile/arch.cuh"
@@ -37,14 +36,10 @@ namespace {
 
 // A block shape: kThreads threads as (kThreads / 16) x 16, each an 8 x 8 tile, over BM = kThreads / 2
 // rows of A and 128 rows of W; kStages k-tiles of Loader::kBK in flight.
-// kLanes4x8: a warp's lanes as 4 x 8 over a 32 x 64 warp tile, each thread's 8 x 8 tile four 4 x 4
-// pieces 16 rows and 32 columns apart, so a warp's shared loads are 4 distinct float4 of A and 8
-// of W per k (one wavefront each, 4 per k) instead of 2 x 16 (bank pairs: 6 wavefronts per k).
-template <int kThreads_, int kStages_, bool kLanes4x8_ = false>
+template <int kThreads_, int kStages_>
 struct SgemmShape {
   static constexpr int kThreads = kThreads_;
   static constexpr int kStages = kStages_;
-  static constexpr bool kLanes4x8 = kLanes4x8_;
   static constexpr int kBM = kThreads / 2, kBN = 128;
   static constexpr int kPitchA = kBM + 4, kPitchW = kBN + 4;   // floats per k-row of a tile
   static constexpr int kRowStep = kThreads / 16;               // rows between a thread's copies
@@ -54,31 +49,6 @@ struct SgemmShape {
 
 using Square = SgemmShape<256, 3>;   // 128 x 128, two blocks per SM
 using Half = SgemmShape<128, 2>;     // 64 x 128, four blocks per SM
-using Square4x8 = SgemmShape<256, 3, true>;
-using Half4x8 = SgemmShape<128, 2, true>;
-
-// The first row (of A's tile) and column (of W's) of each of a thread's two 4-wide groups.
-template <class S>
-struct MicroTile {
-  int row[2], col[2];
-
-  __device__ __forceinline__ MicroTile() {
-    const int tid = static_cast<int>(threadIdx.x);
-    if constexpr (S::kLanes4x8) {
-      const int warp = tid / 32, lane = tid % 32;
-      const int wm = warp / 2, wn = warp % 2;   // 2 warps across the 128 columns
-      row[0] = 32 * wm + 4 * (lane / 8);
-      col[0] = 64 * wn + 4 * (lane % 8);
-      row[1] = row[0] + 16;
-      col[1] = col[0] + 32;
-    } else {
-      row[0] = 4 * (tid / 16);
-      col[0] = 4 * (tid % 16);
-      row[1] = row[0] + S::kBM / 2;
-      col[1] = col[0] + 64;
-    }
-  }
-};
 
 struct SgemmArgs {
   const float* a;
@@ -211,12 +181,13 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_fp32_kernel(
   constexpr int kBK = Loader::kBK;
   constexpr int kStages = S::kStages;
   constexpr int kStageFloats = stage_floats<S, Loader>();
+  constexpr int kHalfM = S::kBM / 2;
   extern __shared__ float4 smem_f4[];
   float* smem = reinterpret_cast<float*>(smem_f4);
   int tm, tn;
   grouped_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n, 8, tm, tn);
   const int m0 = tm * S::kBM, n0 = tn * S::kBN;
-  const MicroTile<S> mt;
+  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
   const int num_kt = (p.k + kBK - 1) / kBK;
 
   float acc[8][8];
@@ -245,10 +216,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_fp32_kernel(
 #pragma unroll
     for (int k = 0; k < kBK; ++k) {
       float a[8], b[8];
-      *reinterpret_cast<float4*>(&a[0]) = *reinterpret_cast<const float4*>(sa + k * S::kPitchA + mt.row[0]);
-      *reinterpret_cast<float4*>(&a[4]) = *reinterpret_cast<const float4*>(sa + k * S::kPitchA + mt.row[1]);
-      *reinterpret_cast<float4*>(&b[0]) = *reinterpret_cast<const float4*>(sw + k * S::kPitchW + mt.col[0]);
-      *reinterpret_cast<float4*>(&b[4]) = *reinterpret_cast<const float4*>(sw + k * S::kPitchW + mt.col[1]);
+      *reinterpret_cast<float4*>(&a[0]) = *reinterpret_cast<const float4*>(sa + k * S::kPitchA + 4 * ty);
+      *reinterpret_cast<float4*>(&a[4]) =
+          *reinterpret_cast<const float4*>(sa + k * S::kPitchA + kHalfM + 4 * ty);
+      *reinterpret_cast<float4*>(&b[0]) = *reinterpret_cast<const float4*>(sw + k * S::kPitchW + 4 * tx);
+      *reinterpret_cast<float4*>(&b[4]) =
+          *reinterpret_cast<const float4*>(sw + k * S::kPitchW + 64 + 4 * tx);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
 #pragma unroll
@@ -261,12 +234,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_fp32_kernel(
   const bool vec = p.n % 4 == 0 && p.ldc % 4 == 0 && reinterpret_cast<uintptr_t>(p.c) % 16 == 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const int row = m0 + mt.row[i / 4] + i % 4;
+    const int row = m0 + (i < 4 ? 4 * ty + i : kHalfM + 4 * ty + i - 4);
     if (row >= p.m) continue;
     float* crow = p.c + static_cast<int64_t>(row) * p.ldc;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int col = n0 + mt.col[h];
+      const int col = n0 + 64 * h + 4 * tx;
       const float* v = &acc[i][4 * h];
       if (vec) {
         if (col < p.n) *reinterpret_cast<float4*>(crow + col) = make_float4(v[0], v[1], v[2], v[3]);
@@ -306,8 +279,6 @@ const char* sgemm_config_name(SgemmConfig c) {
     case SgemmConfig::kBk16: return "bk16";
     case SgemmConfig::kBk32: return "bk32";
     case SgemmConfig::kBm64: return "bm64";
-    case SgemmConfig::kBk32Lanes4x8: return "bk32_lanes4x8";
-    case SgemmConfig::kBm64Lanes4x8: return "bm64_lanes4x8";
   }
   return "unknown";
 }
@@ -333,8 +304,6 @@ Status launch_sgemm(const MatmulArgs& g, cudaStream_t stream, SgemmConfig config
   switch (config) {
     case SgemmConfig::kBk16: return run_sgemm<Square, Loader16<Square>>(p, stream);
     case SgemmConfig::kBm64: return run_sgemm<Half, Loader32<Half>>(p, stream);
-    case SgemmConfig::kBk32Lanes4x8: return run_sgemm<Square4x8, Loader32<Square4x8>>(p, stream);
-    case SgemmConfig::kBm64Lanes4x8: return run_sgemm<Half4x8, Loader32<Half4x8>>(p, stream);
     default: return run_sgemm<Square, Loader32<Square>>(p, stream);
   }
 }
