@@ -132,7 +132,7 @@ stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; 
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
 }
 stage_sgemm() {  # the fp32 GEMM's configurations beside cuBLAS fp32, then their GPU tests
-  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32,sgemm_fp32_bk32,sgemm_fp32_bm64 --budget 0.3 \
+  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_bk32_unroll8,sgemm_fp32_bm64,sgemm_fp32_bm64_unroll32 --budget 0.3 \
     --json "$OUT/sgemm.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/sgemm.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm" -rfE 2>&1 | tail -6
@@ -237,7 +237,7 @@ stage_cncu() {  # ncu (full set, real clocks) and an NVML clock probe of sgemm, 
 }
 stage_sncu() {  # the sgemm configurations and cuBLAS fp32 under ncu (full set, real clocks), and the summary table
   timeout 240 ncu --profile-from-start off --clock-control none --set full -o "$OUT/sgemm_ncu" python3 scripts/tune/compute_ncu.py \
-    --only sgemm_bk32,sgemm_bm64,sgemm_bk32_lanes4x8,sgemm_bm64_lanes4x8,cublas_fp32 || return 1
+    --only sgemm_bk32,sgemm_bk32_unroll8,sgemm_bm64,sgemm_bm64_unroll32,cublas_fp32 || return 1
   ncu --import "$OUT/sgemm_ncu.ncu-rep" --page raw --csv > "$OUT/sgemm_ncu_raw.csv"
   python3 scripts/tune/compute_ncu.py --summarize "$OUT/sgemm_ncu_raw.csv" | tee "$OUT/sgemm_ncu_summary.txt"
 }

@@ -80,7 +80,7 @@ def test_gemm_picks_a_correct_variant(m, n, k, dtype):
 INTERIOR = [(256, 512, 512), (384, 768, 200), (128, 256, 64), (256, 256, 4104)]
 
 
-@pytest.mark.parametrize("config", ["auto", "bk16", "bk32", "bm64"])
+@pytest.mark.parametrize("config", ["auto", "bk16", "bk32", "bm64", "bm64_unroll32", "bk32_unroll8"])
 @pytest.mark.parametrize("m,n,k", ODD + INTERIOR + [(1000, 1000, 4100), (3, 5, 7)])
 def test_sgemm_configs(m, n, k, config):
     a, w = rand((m, k), torch.float32, 37), rand((n, k), torch.float32, 38)
@@ -95,7 +95,7 @@ def test_sgemm_configs_sum_in_the_same_order(m, n, k):
     # block shape and the loader must not change a bit.
     a, w = rand((m, k), torch.float32, 39), rand((n, k), torch.float32, 40)
     ref = kernels_ext.sgemm(a, w, "bk32")
-    for config in ("bk16", "bm64"):
+    for config in ("bk16", "bm64", "bm64_unroll32", "bk32_unroll8"):
         assert torch.equal(kernels_ext.sgemm(a, w, config), ref), f"sgemm[{config}] differs from bk32"
 
 
