@@ -36,7 +36,7 @@
 #   mtiles   the map kernel's tile shapes on the small (1024 x 1024) maps, flushed (scripts/tune/kernel_tiles.cu small)
 #   tncu     the odd-size bf16 transposes, ours and torch.compile's, under Nsight Compute (scripts/tune/transpose_ncu.py), and both sides' SASS
 #   cncu     the compute kernels that miss their targets beside cuBLAS/cuDNN: ncu full set and a clock probe (scripts/tune/compute_ncu.py)
-#   sncu     the sgemm configurations beside cuBLAS fp32 under ncu, and the stall summary (scripts/tune/compute_ncu.py)
+#   sncu     sgemm (bk32) beside cuBLAS fp32 under ncu, and the stall summary (scripts/tune/compute_ncu.py)
 #   inductor what torch.compile launches for the small baselines: source and launch dims (scripts/tune/inductor_kernels.py)
 #   gate     scripts/h200/gate.sh          serve  scripts/h200/serve.sh (carry .whl; serve8: --in-flight 8; serve2w: --workers 2)
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
@@ -132,7 +132,7 @@ stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; 
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
 }
 stage_sgemm() {  # the fp32 GEMM's configurations beside cuBLAS fp32, then their GPU tests
-  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_bk32_unroll8,sgemm_fp32_bm64,sgemm_fp32_bm64_unroll32 --budget 0.3 \
+  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32,sgemm_fp32_bk32 --budget 0.3 \
     --json "$OUT/sgemm.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/sgemm.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm" -rfE 2>&1 | tail -6
@@ -235,9 +235,9 @@ stage_cncu() {  # ncu (full set, real clocks) and an NVML clock probe of sgemm, 
   ncu --import "$OUT/compute_ncu.ncu-rep" --page raw --csv > "$OUT/compute_ncu_raw.csv"
   grep -E "^  [a-z_]|Duration|SM Frequency|Issue Slots Busy|Issued Ipc|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Bank Conflicts|Achieved Occupancy|Registers Per" "$OUT/compute_ncu.txt" | head -150
 }
-stage_sncu() {  # the sgemm configurations and cuBLAS fp32 under ncu (full set, real clocks), and the summary table
+stage_sncu() {  # sgemm (bk32) and cuBLAS fp32 under ncu (full set, real clocks), and the summary table
   timeout 240 ncu --profile-from-start off --clock-control none --set full -o "$OUT/sgemm_ncu" python3 scripts/tune/compute_ncu.py \
-    --only sgemm_bk32,sgemm_bk32_unroll8,sgemm_bm64,sgemm_bm64_unroll32,cublas_fp32 || return 1
+    --only sgemm_bk32,cublas_fp32 || return 1
   ncu --import "$OUT/sgemm_ncu.ncu-rep" --page raw --csv > "$OUT/sgemm_ncu_raw.csv"
   python3 scripts/tune/compute_ncu.py --summarize "$OUT/sgemm_ncu_raw.csv" | tee "$OUT/sgemm_ncu_summary.txt"
 }

@@ -99,8 +99,8 @@ Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream);
 
 // sgemm loaders (sgemm_fp32.cu): bk16 (16-k tiles, the measured one) and bk32 (32-k tiles,
 // unpredicated copies for interior tiles); kAuto runs bk32 (0.85x cuBLAS fp32 vs 0.82x on the H200).
-enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2, kBm64 = 3, kBm64Unroll32 = 4, kBk32Unroll8 = 5 };
-constexpr int kNumSgemmConfigs = 6;
+enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2 };
+constexpr int kNumSgemmConfigs = 3;
 const char* sgemm_config_name(SgemmConfig c);
 
 Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream,
