@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from solbench import check, spec, traps
 from solbench.cli import app
 from solbench.inputs import make_inputs, run_reference
+from tests.host_check import run_host_check
 from solbench.job import Case
 from solbench.registry import resolve
 from solbench.torch_ops import embedding as E
@@ -324,24 +325,6 @@ def test_fp8_fast_division_is_exact_on_a_cpu(tmp_path):
     run = subprocess.run([str(exe), "40"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:]
     assert " 0 wrong, 0 specials not flagged, 0 ordinary words flagged" in run.stdout, run.stdout
-
-
-def run_host_check(tmp_path, source: str):
-    """Compile a C++ check of plain-C++ kernel headers (kernels_ext/csrc on the include path) and run it."""
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    root = Path(__file__).resolve().parents[1]
-    (tmp_path / "main.cpp").write_text(source)
-    exe = tmp_path / "check"
-    build = subprocess.run([cxx, "-std=c++17", "-O1", f"-I{root / 'kernels_ext' / 'csrc'}", str(tmp_path / "main.cpp"),
-                            "-o", str(exe)], capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0, build.stderr[-2000:]
-    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
 
 
 TILE_ORDER_CHECK = r"""

@@ -17,6 +17,7 @@ import kernels_ext  # noqa: E402
 from kernels_ext import _build, optable  # noqa: E402
 from solbench import spec as spec_mod  # noqa: E402
 from solbench.torch_ops import gemm as gemm_ops  # noqa: E402
+from tests.host_check import run_host_check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_OPS = ("gemm", "sgemm", "gemm_mma", "gemm_wgmma", "gemm_fp8", "gemm_decode", "gemm_decode_mma",
@@ -191,3 +192,32 @@ def test_index_models_of_the_round2_kernels_match_numpy(check):
     # gemm_mma's bk64 interior copies (they follow the C++ line by line; see the module doc).
     models = _load_script("gemm_index_models")
     getattr(models, check)()
+
+
+SGEMM_RULE_CHECK = r"""
+#include <cstdio>
+#include "gemm/sgemm_rule.h"
+int main() {
+  int bad = 0;
+  // The H100's measured shapes (132 SMs): 1024^3 ran bm64 38% faster, 4096^3 and up bk32.
+  bad += !sk::gemm::sgemm_prefers_bm64(1024, 1024, 132);
+  bad += sk::gemm::sgemm_prefers_bm64(4096, 4096, 132) + sk::gemm::sgemm_prefers_bm64(8192, 8192, 132);
+  bad += sk::gemm::sgemm_prefers_bm64(4096, 8192, 132);
+  // One row tile either way (M = 16): the same 64 blocks, bm64's of half the threads (slower).
+  bad += sk::gemm::sgemm_prefers_bm64(16, 8192, 132) + sk::gemm::sgemm_prefers_bm64(64, 1024, 132);
+  bad += !sk::gemm::sgemm_prefers_bm64(65, 1024, 132);
+  // The boundary: up to 132 blocks of 128 x 128 (at most one per SM) take bm64, 133 bk32.
+  bad += !sk::gemm::sgemm_prefers_bm64(128 * 12, 128 * 11, 132) + sk::gemm::sgemm_prefers_bm64(128 * 133, 128, 132);
+  bad += sk::gemm::sgemm_prefers_bm64(1024, 1024, 0);   // SM count unknown: bk32
+  std::printf("%d wrong\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_sgemm_rule_picks_what_the_h100_measured(tmp_path):
+    """csrc/gemm/sgemm_rule.h compiled for the host: bm64 at 1024^3 (64 blocks of 128 x 128 on 132
+    SMs), bk32 from 4096^3 and where both grids have one row tile (M = 16), the boundary at one
+    block per SM."""
+    run = run_host_check(tmp_path, SGEMM_RULE_CHECK)
+    assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr

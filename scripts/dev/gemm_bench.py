@@ -34,7 +34,7 @@ BIG_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 8192, 8192))
 ODD_SHAPES = ((1, 256, 512), (33, 1000, 264), (1000, 1000, 1000), (129, 257, 4104), (1000, 1000, 4100))
 # Normwise relative error bounds: the output rounding dominates (bf16 2^-9, fp16 2^-12 per element).
 TOL = {"float32": 2e-5, "bfloat16": 6e-3, "float16": 1.5e-3, "float8_e4m3fn": 6e-3}
-SGEMM_CONFIGS = {1: "bk16", 2: "bk32"}
+SGEMM_CONFIGS = {1: "bk16", 2: "bk32", 3: "bm64"}
 MMA_CONFIGS = {1: "bk32", 2: "bk64", 3: "bk64_pipe"}
 WGMMA_CONFIGS = {1: "128x256_s4_c2", 2: "128x256_s3_c2", 3: "128x256_s4_c1", 4: "128x256_s3_c1",
                  5: "128x128_s6_c2", 6: "128x128_s6_c1", 7: "direct_store"}

@@ -8,8 +8,9 @@ get wrong, by following their C++ line by line (same names, same arithmetic):
     k-permutation shared by the mma.sync A and B fragments (PTX m16n8k16 layouts), the W and x
     register rings with their zero-filled tails, the K-split reduction, the shuffles that hand a lane
     its row when W is loaded 8 or 16 lanes to a row, the library's CTA shapes and three more;
-  - sgemm_fp32 Loader32 (sgemm_fp32.cu): every [k][row] slot of a stage written once with the
-    right element or zero, on the unpredicated interior path and the predicated one;
+  - sgemm_fp32 Loader16 / Loader32 (sgemm_fp32.cu), on both block shapes (128 x 128 of 256
+    threads, 64 x 128 of 128): every [k][row] slot of a stage written once with the right element
+    or zero, on the unpredicated interior path and the predicated one;
   - hgemm_mma bk64 InteriorCopies (hgemm_mma.cu): the same 16-byte chunks at the same swizzled
     offsets as the general loader; bk64_pipe's copy slices, fragment addresses and the order of
     its copies, waits, barriers and ldmatrix reads (no stage read while it is refilled).
@@ -180,15 +181,21 @@ def check_decode_mma() -> None:
 
 # ------------------------------------------------------------------------- sgemm Loader32
 
-SG_PITCH = 132
+# SgemmShape<kThreads, kStages>: BM = threads / 2 rows of A, 128 of W, row pitches BM + 4 and 132.
+SG_SHAPES = (256, 128)   # Square (bk16, bk32) and Half (bm64)
 
 
-def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int, kt: int) -> None:
+def sgemm_stage(threads: int, bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int, kt: int) -> None:
     m, k = a_mat.shape
     n = w_mat.shape[0]
+    bm, bn = threads // 2, 128
+    pitch_a, pitch_w = bm + 4, bn + 4
+    step = threads // 16
+    copies_a, copies_w = bm // step, bn // step
     af, wf = a_mat.reshape(-1), w_mat.reshape(-1)
-    stage = np.full(2 * bk * SG_PITCH, np.nan)
-    written = np.zeros(2 * bk * SG_PITCH, dtype=int)
+    size = bk * (pitch_a + pitch_w)
+    stage = np.full(size, np.nan)
+    written = np.zeros(size, dtype=int)
 
     def cp(dst: int, flat: np.ndarray, src: int, valid: bool) -> None:
         written[dst] += 1
@@ -196,77 +203,97 @@ def sgemm_stage(bk: int, a_mat: np.ndarray, w_mat: np.ndarray, m0: int, n0: int,
             assert 0 <= src < flat.size
         stage[dst] = flat[src] if valid else 0.0
 
-    interior = m0 + 128 <= m and n0 + 128 <= n
-    for tid in range(256):
+    interior = m0 + bm <= m and n0 + bn <= n
+    for tid in range(threads):
         kk = tid % 8 + 8 * ((tid // 32) % 2)
         row0 = (tid // 8) % 4 + 4 * (tid // 64)
-        rows_a = [m0 + row0 + 16 * i < m for i in range(8)]
-        rows_w = [n0 + row0 + 16 * i < n for i in range(8)]
+        rows_a = [m0 + row0 + step * i < m for i in range(copies_a)]
+        rows_w = [n0 + row0 + step * i < n for i in range(copies_w)]
         pa0 = min(m0 + row0, m - 1) * k + kk
         pw0 = min(n0 + row0, n - 1) * k + kk
-        sa = kk * SG_PITCH + row0
-        sw = bk * SG_PITCH + sa
-        half = 16 * SG_PITCH
+        sa = kk * pitch_a + row0
+        sw = bk * pitch_a + kk * pitch_w + row0
+        half_a, half_w = 16 * pitch_a, 16 * pitch_w
         if bk == 32 and interior and (kt + 1) * bk <= k:
             pa, pw = pa0 + kt * bk, pw0 + kt * bk
-            for i in range(8):
-                cp(sa + 16 * i, af, pa, True)
-                cp(sa + 16 * i + half, af, pa + 16, True)
-                cp(sw + 16 * i, wf, pw, True)
-                cp(sw + 16 * i + half, wf, pw + 16, True)
-                pa, pw = pa + 16 * k, pw + 16 * k
+            for i in range(copies_a):
+                cp(sa + step * i, af, pa, True)
+                cp(sa + step * i + half_a, af, pa + 16, True)
+                pa += step * k
+            for i in range(copies_w):
+                cp(sw + step * i, wf, pw, True)
+                cp(sw + step * i + half_w, wf, pw + 16, True)
+                pw += step * k
             continue
         for h in range(bk // 16):
             in_k = kt * bk + 16 * h + kk < k
             koff = kt * bk + 16 * h if in_k else 0
             pa, pw = pa0 + koff, pw0 + koff
-            for i in range(8):
-                va, vw = in_k and rows_a[i], in_k and rows_w[i]
-                cp(sa + h * half + 16 * i, af, pa if va else 0, va)
-                cp(sw + h * half + 16 * i, wf, pw if vw else 0, vw)
-                pa, pw = pa + 16 * k, pw + 16 * k
-    for op, x, r0, rows in ((0, a_mat, m0, m), (1, w_mat, n0, n)):
+            for i in range(copies_a):
+                va = in_k and rows_a[i]
+                cp(sa + h * half_a + step * i, af, pa if va else 0, va)
+                pa += step * k
+            for i in range(copies_w):
+                vw = in_k and rows_w[i]
+                cp(sw + h * half_w + step * i, wf, pw if vw else 0, vw)
+                pw += step * k
+    for base, pitch, x, r0, rows, tile_rows in ((0, pitch_a, a_mat, m0, m, bm),
+                                                (bk * pitch_a, pitch_w, w_mat, n0, n, bn)):
         for kr in range(bk):
-            for row in range(128):
-                slot = op * bk * SG_PITCH + kr * SG_PITCH + row
+            for row in range(tile_rows):
+                slot = base + kr * pitch + row
                 gk, gr = kt * bk + kr, r0 + row
                 want = x[gr, gk] if gr < rows and gk < k else 0.0
-                assert written[slot] == 1, f"sgemm bk{bk}: slot {(op, kr, row)} written {written[slot]}x"
-                assert stage[slot] == want, f"sgemm bk{bk}: slot {(op, kr, row)} = {stage[slot]}, want {want}"
+                where = f"sgemm {threads} threads bk{bk}: slot {(base, kr, row)}"
+                assert written[slot] == 1, f"{where} written {written[slot]}x"
+                assert stage[slot] == want, f"{where} = {stage[slot]}, want {want}"
+        # the pitch's padding (rows tile_rows..pitch-1) is never written
+        for kr in range(bk):
+            assert not written[base + kr * pitch + tile_rows: base + (kr + 1) * pitch].any()
 
 
 def check_sgemm_loaders() -> None:
     rng = np.random.default_rng(1)
-    for m, n, k in ((256, 256, 64), (300, 1000, 100), (129, 257, 4104), (128, 128, 32), (5, 7, 3)):
+    for m, n, k in ((256, 256, 64), (300, 1000, 100), (129, 257, 4104), (128, 128, 32), (5, 7, 3), (64, 128, 32)):
         a, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
-        for bk in (16, 32):
-            last = (k + bk - 1) // bk - 1
-            for m0 in {0, ((m - 1) // 128) * 128}:
-                for n0 in {0, ((n - 1) // 128) * 128}:
-                    for kt in {0, last}:
-                        sgemm_stage(bk, a, w, m0, n0, kt)
+        for threads in SG_SHAPES:
+            bm = threads // 2
+            for bk in (16, 32):
+                last = (k + bk - 1) // bk - 1
+                for m0 in {0, ((m - 1) // bm) * bm}:
+                    for n0 in {0, ((n - 1) // 128) * 128}:
+                        for kt in {0, last}:
+                            sgemm_stage(threads, bk, a, w, m0, n0, kt)
 
 
 def check_sgemm_micro_tiles() -> None:
-    """Every element of the 128 x 128 block tile belongs to exactly one thread's 8 x 8 register
-    tile (rows 4 ty + {0..3} and 64 + 4 ty + {0..3}, columns likewise with tx), and the distinct
-    float4 of each warp-wide shared load are consecutive: the fewest wavefronts, no bank conflict."""
-    def tile_of(tid: int) -> tuple[list[int], list[int]]:
-        ty, tx = tid // 16, tid % 16
-        return ([4 * ty + 64 * g + i for g in range(2) for i in range(4)],
-                [4 * tx + 64 * g + j for g in range(2) for j in range(4)])
+    """Every element of the BM x 128 block tile belongs to exactly one thread's 8 x 8 register
+    tile (rows 4 ty + {0..3} and BM / 2 + 4 ty + {0..3}, columns 4 tx + {0..3} and 64 + 4 tx +
+    {0..3}), and the distinct float4 of each warp-wide shared load are consecutive: the fewest
+    wavefronts, no bank conflict; the transposed copies of a warp (8 k x 4 rows) hit 32 banks."""
+    for threads in SG_SHAPES:
+        bm = threads // 2
 
-    owner = np.zeros((128, 128), dtype=int)
-    for tid in range(256):
-        rows, cols = tile_of(tid)
-        owner[np.ix_(rows, cols)] += 1
-    assert (owner == 1).all(), f"sgemm: tile covered {owner.min()}..{owner.max()} times"
-    for warp in range(8):
-        tiles = [tile_of(32 * warp + lane) for lane in range(32)]
-        for part in (0, 1):   # A loads (rows), then W loads (columns)
-            for g in range(2):
-                starts = {t[part][4 * g] for t in tiles}
-                assert 4 * (max(starts) - min(starts) + 4) == 16 * len(starts), f"sgemm warp {warp}: gaps"
+        def tile_of(tid: int) -> tuple[list[int], list[int]]:
+            ty, tx = tid // 16, tid % 16
+            return ([4 * ty + (bm // 2) * g + i for g in range(2) for i in range(4)],
+                    [4 * tx + 64 * g + j for g in range(2) for j in range(4)])
+
+        owner = np.zeros((bm, 128), dtype=int)
+        for tid in range(threads):
+            rows, cols = tile_of(tid)
+            owner[np.ix_(rows, cols)] += 1
+        assert (owner == 1).all(), f"sgemm {threads}: tile covered {owner.min()}..{owner.max()} times"
+        for warp in range(threads // 32):
+            tiles = [tile_of(32 * warp + lane) for lane in range(32)]
+            for part in (0, 1):   # A loads (rows), then W loads (columns)
+                for g in range(2):
+                    starts = {t[part][4 * g] for t in tiles}
+                    assert 4 * (max(starts) - min(starts) + 4) == 16 * len(starts), f"sgemm warp {warp}: gaps"
+            for pitch in (bm + 4, 132):
+                banks = {((t % 8 + 8 * ((t // 32) % 2)) * pitch + (t // 8) % 4 + 4 * (t // 64)) % 32
+                         for t in range(32 * warp, 32 * warp + 32)}
+                assert len(banks) == 32, f"sgemm {threads} warp {warp}: copies hit {len(banks)} banks"
 
 
 # ------------------------------------------------------------------------- hgemm_mma bk64

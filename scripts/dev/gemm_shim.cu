@@ -59,7 +59,7 @@ const char* sk_wgmma_config_name(int config) {
 }
 int sk_num_wgmma_configs() { return sk::gemm::kNumWgmmaConfigs; }
 
-// config: sk::gemm::SgemmConfig (0 auto, 1 bk16, 2 bk32).
+// config: sk::gemm::SgemmConfig (0 auto, 1 bk16, 2 bk32, 3 bm64).
 int sk_sgemm(const void* a, const void* w, void* c, long m, long n, long k, int config, void* stream,
              char* err, int errlen) {
   return report(sk::gemm::launch_sgemm(make_args(a, w, c, nullptr, m, n, k),

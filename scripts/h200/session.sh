@@ -16,6 +16,7 @@
 #   prefill  solbench run --ops attention (cudnn, flash, our wgmma launches, auto) and the prefill GPU tests
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
 #   sgemm    solbench run --ops gemm --dtypes float32 (cuBLAS fp32 and the two sgemm loaders) and the sgemm GPU tests
+#   ssmall   sgemm's automatic block (bm64 at 1024^3, bk32 at 4096^3) beside both and cuBLAS fp32
 #   mma      solbench run --ops gemm --dtypes bfloat16 (cuBLAS, hgemm_mma bk64 and bk64_pipe) and the gemm_mma GPU tests
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
@@ -132,10 +133,16 @@ stage_sweep() {  # every wgmma tile configuration timed by solbench run itself; 
     --impls eager,hgemm_mma_bk64,hgemm_wgmma,fp8_wgmma,auto --budget 0.3 --timer cupti --json "$OUT/gemm_cupti.json" --out $RUNS
 }
 stage_sgemm() {  # the fp32 GEMM's configurations beside cuBLAS fp32, then their GPU tests
-  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32,sgemm_fp32_bk32 --budget 0.3 \
+  timeout 150 solbench run --ops gemm --dtypes float32 --impls eager,sgemm_fp32,sgemm_fp32_bk32,sgemm_fp32_bm64,auto --budget 0.3 \
     --json "$OUT/sgemm.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/sgemm.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm" -rfE 2>&1 | tail -6
+}
+stage_ssmall() {  # sgemm's automatic block at 1024^3 (bm64) and 4096^3 (bk32) beside both and cuBLAS fp32
+  for shape in M=1024,N=1024,K=1024 M=4096,N=4096,K=4096; do
+    timeout 60 solbench run --ops gemm --shape $shape --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_bm64,auto \
+      --budget 0.3 --json "$OUT/sgemm_small_${shape%%,*}.json" --out $RUNS
+  done
 }
 stage_mma() {  # the mma.sync GEMM's 64-k tilings beside cuBLAS bf16, then the gemm_mma GPU tests
   timeout 150 solbench run --ops gemm --dtypes bfloat16 --impls eager,hgemm_mma_bk64,hgemm_mma_bk64_pipe --budget 0.3 \

@@ -80,7 +80,7 @@ def test_gemm_picks_a_correct_variant(m, n, k, dtype):
 INTERIOR = [(256, 512, 512), (384, 768, 200), (128, 256, 64), (256, 256, 4104)]
 
 
-@pytest.mark.parametrize("config", ["auto", "bk16", "bk32"])
+@pytest.mark.parametrize("config", ["auto", "bk16", "bk32", "bm64"])
 @pytest.mark.parametrize("m,n,k", ODD + INTERIOR + [(1000, 1000, 4100), (3, 5, 7)])
 def test_sgemm_configs(m, n, k, config):
     a, w = rand((m, k), torch.float32, 37), rand((n, k), torch.float32, 38)
@@ -92,10 +92,10 @@ def test_sgemm_configs(m, n, k, config):
 @pytest.mark.parametrize("m,n,k", [(300, 1000, 100), (256, 512, 512), (129, 257, 4104)])
 def test_sgemm_configs_sum_in_the_same_order(m, n, k):
     # Every configuration accumulates each output with one fmaf chain over k = 0, 1, ..., so the
-    # loader must not change a bit.
+    # loader and the block shape must not change a bit.
     a, w = rand((m, k), torch.float32, 39), rand((n, k), torch.float32, 40)
     ref = kernels_ext.sgemm(a, w, "bk32")
-    for config in ("bk16",):
+    for config in ("bk16", "bm64", "auto"):
         assert torch.equal(kernels_ext.sgemm(a, w, config), ref), f"sgemm[{config}] differs from bk32"
 
 

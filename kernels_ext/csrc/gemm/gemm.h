@@ -98,9 +98,11 @@ const char* pick_gemm_variant(DType dt, const MatmulArgs& args);
 Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream);
 
 // sgemm loaders (sgemm_fp32.cu): bk16 (16-k tiles, the measured one) and bk32 (32-k tiles,
-// unpredicated copies for interior tiles); kAuto runs bk32 (0.85x cuBLAS fp32 vs 0.82x on the H200).
-enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2 };
-constexpr int kNumSgemmConfigs = 3;
+// unpredicated copies for interior tiles) on 128 x 128 blocks, bm64 (bk32's on 64 x 128 blocks,
+// four per SM); kAuto runs bk32 (0.85x cuBLAS fp32 vs 0.82x on the H200), or bm64 where the
+// 128 x 128 grid gives some SM no block (sgemm_rule.h).
+enum class SgemmConfig : int { kAuto = 0, kBk16 = 1, kBk32 = 2, kBm64 = 3 };
+constexpr int kNumSgemmConfigs = 4;
 const char* sgemm_config_name(SgemmConfig c);
 
 Status launch_sgemm(const MatmulArgs& args, cudaStream_t stream,
