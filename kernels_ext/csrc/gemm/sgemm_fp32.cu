@@ -1,20 +1,21 @@
 // sgemm_fp32: C = A @ W^T in true fp32 on the CUDA cores (no TF32).
 //
 // 128 x 128 block tile, 256 threads, each thread an 8 x 8 register tile: rows 4 ty + {0..3} and
-// 64 + 4 ty + {0..3} (BM / 2 + ...), columns likewise with tx (64 + 4 tx + ...), so per k a thread reads two float4 of A and two
-// of W from shared memory for 64 FMAs (A reads are warp broadcasts, W reads contiguous).
-// That needs the tiles k-major in shared memory ([k][row]) while both operands are
-// K-contiguous in global memory, so the copies transpose: 4-byte cp.async, a warp covering
+// BM / 2 + 4 ty + {0..3}, columns 4 tx + {0..3} and 64 + 4 tx + {0..3}, so per k a thread reads
+// two float4 of A and two of W from shared memory for 64 FMAs (A reads are warp broadcasts, W
+// reads contiguous). That needs the tiles k-major in shared memory ([k][row]) while both operands
+// are K-contiguous in global memory, so the copies transpose: 4-byte cp.async, a warp covering
 // 8 consecutive k (one 32-byte sector) of 4 rows, which with a row pitch of BM + 4 floats
-// (4 mod 32) lands its 32 words in 32 different banks. A 3-stage cp.async ring overlaps the loads of tile k + 2
-// with the math on tile k. 4-byte copies also make any K and any row pitch work (zero-filled
-// past the edges), with one kernel.
+// (4 mod 32) lands its 32 words in 32 different banks. A 3-stage cp.async ring overlaps the loads
+// of tile k + 2 with the math on tile k. 4-byte copies also make any K and any row pitch work
+// (zero-filled past the edges), with one kernel.
 //
 // Block shapes (SgemmShape): 128 x 128 tiles of 256 threads, two blocks per SM (bk16, bk32), or
-// 64 x 128 tiles of 128 threads, four blocks per SM (bm64): the same 8 x 8 thread tile and the
-// same 16 warps per SM, but each barrier waits for 4 warps (one per scheduler) instead of 8, and
-// four blocks drift out of step with one another (ncu found barrier stalls 0.49 cycles per
-// instruction in bk32). Two stages suffice there: one 32-k tile is ~2,000 FMAs per thread.
+// 64 x 128 tiles of 128 threads, four blocks per SM, two stages (bm64): the same 8 x 8 thread
+// tile and 16 warps per SM. On an H100 (docs/PERF.md, 2026-12-06) bm64's barriers stalled less
+// (0.40 against 0.49 cycles per instruction) but four blocks at different points of the ~40 KB
+// unrolled loop missed the instruction cache (0.55 against 0.07), so it is slower once the SMs
+// are full and faster where its grid has more blocks than a 128 x 128 grid that leaves SMs empty.
 //
 // Loaders (SgemmConfig):
 //   bk16  16-k tiles, every copy predicated and its source clamped (the kernel measured on the
