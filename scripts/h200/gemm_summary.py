@@ -45,7 +45,7 @@ TARGETS = (
     Target("hgemm_mma >= 0.75 cuBLAS at 8192^3", "gemm", "M=8192,N=8192,K=8192", "bfloat16",
            ("hgemm_mma", "hgemm_mma_bk64", "hgemm_mma_bk64_pipe"), ("eager",), 0.75),
     Target("sgemm_fp32 >= 0.90 cuBLAS fp32 at 8192^3", "gemm", "M=8192,N=8192,K=8192", "float32",
-           ("sgemm_fp32", "sgemm_fp32_bk32", "sgemm_fp32_bm64"), ("eager",), 0.90),
+           ("sgemm_fp32", "sgemm_fp32_bk32", "sgemm_fp32_bm64", "auto"), ("eager",), 0.90),
     Target("decode M=16: SOL >= 0.85, faster than cuBLAS (gemm spec)", "gemm", "M=16,N=8192,K=8192",
            "bfloat16", ("auto",), ("eager",), 1.0, 0.85),
     Target("decode M=16: SOL >= 0.85, faster than cuBLAS (gemm_decode spec)", "gemm_decode",
