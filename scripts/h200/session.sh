@@ -15,7 +15,7 @@
 #   attention solbench run --ops attention,attention_decode (every impl, every SDPA backend)
 #   prefill  solbench run --ops attention (cudnn, flash, our wgmma launches, auto) and the prefill GPU tests
 #   flex     solbench run --ops attention,attention_decode --impls cudnn,flex (torch.compile'd flex_attention)
-#   sgemm    solbench run --ops gemm --dtypes float32 (cuBLAS fp32 and the two sgemm loaders) and the sgemm GPU tests
+#   sgemm    solbench run --ops gemm --dtypes float32 (cuBLAS fp32, sgemm bk16 / bk32 / bm64 and auto's pick) and the sgemm GPU tests
 #   ssmall   sgemm's automatic block (bm64 at 1024^3, bk32 at 4096^3) beside both and cuBLAS fp32
 #   mma      solbench run --ops gemm --dtypes bfloat16 (cuBLAS, hgemm_mma bk64 and bk64_pipe) and the gemm_mma GPU tests
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
@@ -139,9 +139,9 @@ stage_sgemm() {  # the fp32 GEMM's configurations beside cuBLAS fp32, then their
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm" -rfE 2>&1 | tail -6
 }
 stage_ssmall() {  # sgemm's automatic block at 1024^3 (bm64) and 4096^3 (bk32) beside both and cuBLAS fp32
-  for shape in M=1024,N=1024,K=1024 M=4096,N=4096,K=4096; do
-    timeout 60 solbench run --ops gemm --shape $shape --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_bm64,auto \
-      --budget 0.3 --json "$OUT/sgemm_small_${shape%%,*}.json" --out $RUNS
+  for n in 1024 4096; do
+    timeout 60 solbench run --ops gemm --shape M=$n,N=$n,K=$n --dtypes float32 --impls eager,sgemm_fp32_bk32,sgemm_fp32_bm64,auto \
+      --budget 0.3 --json "$OUT/sgemm_small_$n.json" --out $RUNS
   done
 }
 stage_mma() {  # the mma.sync GEMM's 64-k tilings beside cuBLAS bf16, then the gemm_mma GPU tests
