@@ -21,7 +21,7 @@ from tests.host_check import run_host_check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_OPS = ("gemm", "sgemm", "gemm_mma", "gemm_wgmma", "gemm_fp8", "gemm_decode", "gemm_decode_mma",
-            "linear_residual")
+            "sgemm_decode", "linear_residual")
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +70,8 @@ def test_gemm_ops_are_in_the_table_with_their_schemas():
     assert ops["sgemm"].schema() == "sgemm(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_mma"].schema() == "gemm_mma(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_decode_mma"].schema() == "gemm_decode_mma(Tensor a, Tensor w, str grid='auto') -> Tensor"
+    assert ops["sgemm_decode"].schema() == ("sgemm_decode(Tensor a, Tensor w, str config='auto', "
+                                            "str grid='auto') -> Tensor")
     for name in GEMM_OPS:
         assert name in kernels_ext.OPS
 
@@ -101,6 +103,24 @@ def test_loader_config_choices_match_the_launchers_names(op, source, bench_dict)
     assert set(getattr(bench, bench_dict).values()) | {"auto"} == set(config.choices)
 
 
+def _launcher_names(source: str, function: str) -> tuple[str, ...]:
+    """The names a launcher's `function` (a switch of `case ...: return "name";`) returns, in order."""
+    text = (ROOT / "kernels_ext" / "csrc" / "gemm" / source).read_text()
+    body = text[text.index(f"const char* {function}("):]
+    body = body[:body.index("\n}\n")]
+    return tuple(line.split('"')[1] for line in body.splitlines() if 'return "' in line and "case " in line)
+
+
+def test_decode_config_and_grid_choices_match_the_launchers_names():
+    table = {o.name: o for o in optable.load_table()}
+    grids = _launcher_names("gemm_decode_mma.cu", "decode_grid_name")
+    for op in ("gemm_decode_mma", "sgemm_decode"):
+        grid = next(a for a in table[op].scalars if a.name == "grid")
+        assert tuple(grid.choices) == grids, (op, grid.choices, grids)
+    config = next(a for a in table["sgemm_decode"].scalars if a.name == "config")
+    assert tuple(config.choices) == _launcher_names("sgemm_decode.cu", "sdecode_config_name")
+
+
 def _t(*shape, dtype=torch.bfloat16):
     return torch.randn(*shape).to(dtype)
 
@@ -124,6 +144,15 @@ def _t(*shape, dtype=torch.bfloat16):
      TypeError, "dtype"),
     (lambda: kernels_ext.sgemm(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "bk64"),
      ValueError, "config"),
+    (lambda: kernels_ext.sgemm_decode(_t(17, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32)),
+     ValueError, "M <= 16"),
+    (lambda: kernels_ext.sgemm_decode(_t(8, 18, dtype=torch.float32), _t(4, 18, dtype=torch.float32)),
+     ValueError, "multiple of 4"),
+    (lambda: kernels_ext.sgemm_decode(_t(8, 16), _t(4, 16)), TypeError, "float32"),
+    (lambda: kernels_ext.sgemm_decode(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "rows8"),
+     ValueError, "config must be one of"),
+    (lambda: kernels_ext.sgemm_decode(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "auto",
+                                      "rows"), ValueError, "grid must be one of"),
     (lambda: kernels_ext.gemm_mma(_t(8, 16), _t(4, 16), "bk16"), ValueError, "config"),
     (lambda: kernels_ext.gemm_fp8(_t(8, 16), _t(4, 16)), TypeError, "float8_e4m3fn"),
     (lambda: kernels_ext.gemm_fp8(_t(8, 24, dtype=torch.float8_e4m3fn), _t(4, 24, dtype=torch.float8_e4m3fn)),
@@ -152,7 +181,9 @@ def test_specs_name_the_variants_with_per_call_dtypes():
     decode = spec_mod.load_file(ROOT / "specs" / "ops" / "gemm_decode.yaml")
     assert {c.name: c.fn for c in decode.impls} == {
         "decode_wgmma": "kernels_ext:gemm_decode", "decode_mma": "kernels_ext:gemm_decode_mma",
-        "decode_mma_tiles": "kernels_ext:gemm_decode_mma", "auto": "kernels_ext:gemm"}
+        "decode_mma_tiles": "kernels_ext:gemm_decode_mma", "sgemm_decode": "kernels_ext:sgemm_decode",
+        "sgemm_decode_rows2": "kernels_ext:sgemm_decode", "sgemm": "kernels_ext:sgemm", "auto": "kernels_ext:gemm"}
+    assert next(c for c in decode.impls if c.name == "sgemm_decode_rows2").dtypes == ("float32",)
     assert next(c for c in decode.impls if c.name == "decode_mma_tiles").kwargs == {"grid": "tiles"}
     assert all(case["M"] <= 16 for case in decode.cases)     # gemm_decode_mma's range
     assert (16, 8192, 8192) in [tuple(c.values()) for c in decode.cases]
@@ -220,4 +251,42 @@ def test_sgemm_rule_picks_what_the_h100_measured(tmp_path):
     SMs), bk32 from 4096^3 and where both grids have one row tile (M = 16), the boundary at one
     block per SM."""
     run = run_host_check(tmp_path, SGEMM_RULE_CHECK)
+    assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr
+
+
+DECODE_RULE_CHECK = r"""
+#include <cstdio>
+#include "gemm/decode_rule.h"
+using namespace sk::gemm;
+int main() {
+  int bad = 0;
+  // Tiles: one CTA per row tile; waves: whole waves of two CTAs per SM, never more CTAs than rows.
+  bad += decode_ctas(8192, 32, 2, DecodeGrid::kTiles, 132) != 256;
+  bad += decode_ctas(8192, 32, 2, DecodeGrid::kWaves, 132) != 264;
+  bad += decode_ctas(8192, 32, 2, DecodeGrid::kAuto, 132) != 264;
+  bad += decode_ctas(16384, 32, 2, DecodeGrid::kAuto, 132) != 528;
+  bad += decode_ctas(100, 32, 2, DecodeGrid::kWaves, 132) != 100;
+  // auto keeps tiles below half a wave (spreading 32 tiles' rows over 264 CTAs would only multiply
+  // the CTAs re-reading x), and takes waves from half a wave up
+  bad += decode_ctas(1024, 32, 2, DecodeGrid::kAuto, 132) != 32;
+  bad += decode_ctas(132 * 32, 32, 2, DecodeGrid::kAuto, 132) != 264;
+  bad += decode_ctas(131 * 32, 32, 2, DecodeGrid::kAuto, 132) != 131;
+  bad += decode_ctas(8192, 32, 2, DecodeGrid::kAuto, 0) != 256;   // SM count unknown: tiles
+  // 16-row CTAs where 32-row ones fill under three quarters of the SMs' two slots
+  bad += !decode_prefers_rows16(4096, 132) + decode_prefers_rows16(8192, 132);
+  bad += !decode_prefers_rows16(197 * 32, 132) + decode_prefers_rows16(198 * 32, 132);
+  bad += decode_prefers_rows16(4096, 0);
+  // sgemm_decode's token templates: M rounded up to a power of two, 0 outside 1..16
+  const int want[18] = {0, 1, 2, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 0};
+  for (int m = 0; m < 18; ++m) bad += sgemm_decode_tokens(m) != want[m];
+  std::printf("%d wrong\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_decode_rule_deals_rows_as_documented(tmp_path):
+    """csrc/gemm/decode_rule.h compiled for the host: the grids of the two decode kernels, the 16-row
+    CTA threshold and sgemm_decode's token templates."""
+    run = run_host_check(tmp_path, DECODE_RULE_CHECK)
     assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr

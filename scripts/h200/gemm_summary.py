@@ -50,6 +50,10 @@ TARGETS = (
            "bfloat16", ("auto",), ("eager",), 1.0, 0.85),
     Target("decode M=16: SOL >= 0.85, faster than cuBLAS (gemm_decode spec)", "gemm_decode",
            "M=16,N=8192,K=8192", "bfloat16", ("decode_wgmma", "decode_mma", "auto"), ("eager",), 1.0, 0.85),
+    Target("decode M=16 fp32: SOL >= 0.85, faster than cuBLAS fp32 (gemm spec)", "gemm", "M=16,N=8192,K=8192",
+           "float32", ("auto",), ("eager",), 1.0, 0.85),
+    Target("decode M=16 fp32: SOL >= 0.85, faster than cuBLAS fp32 (gemm_decode spec)", "gemm_decode",
+           "M=16,N=8192,K=8192", "float32", ("sgemm_decode", "sgemm_decode_rows2", "auto"), ("eager",), 1.0, 0.85),
 )
 
 

@@ -43,6 +43,7 @@
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours; decode_mma with both grids)
 #   gdecode  solbench run --ops gemm --shape M=16,N=8192,K=8192 (cuBLAS and kernels_ext.gemm's pick)
+#   sdecode  fp32 at M <= 16: solbench run --ops gemm_decode --dtypes float32 (sgemm_decode rows4 / rows2, sgemm, cuBLAS), the gemm spec's fp32 decode case, the sgemm_decode GPU tests
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
 #   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
@@ -298,6 +299,15 @@ stage_gdecode() {  # the gemm spec's decode case (M = 16, N = K = 8192): cuBLAS 
   timeout 120 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes bfloat16 --impls eager,auto \
     --budget 0.3 --timeout 100 --json "$OUT/gemm_decode_case.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/gemm_decode_case.json"
+}
+stage_sdecode() {  # fp32 at M <= 16: sgemm_decode's two tiles, the tiled sgemm and cuBLAS fp32, then the sgemm_decode GPU tests
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py -k "sgemm_decode or picks_a_correct" \
+    --junitxml "$OUT/sdecode_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
+  timeout 200 solbench run --ops gemm_decode --dtypes float32 --impls eager,sgemm_decode,sgemm_decode_rows2,sgemm,auto \
+    --budget 0.3 --timeout 120 --json "$OUT/sgemm_decode.json" --out $RUNS
+  timeout 100 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes float32 --impls eager,sgemm_fp32_bk32,auto \
+    --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS
+  python3 scripts/h200/gemm_summary.py "$OUT/sgemm_decode.json"; python3 scripts/h200/gemm_summary.py "$OUT/gemm_fp32_decode_case.json"
 }
 stage_dtimeline() { timeout 200 python3 scripts/tune/decode_timeline.py --json "$OUT/decode_timeline.json" | tee "$OUT/decode_timeline.txt"; }
 stage_dprobe() {  # the decode GEMM's CTA shapes, cuBLAS and a plain read of W (scripts/tune/decode_probe.cu)

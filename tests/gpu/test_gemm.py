@@ -229,6 +229,53 @@ def test_gemm_decode_mma_refuses_what_it_cannot_read():
         kernels_ext.gemm_decode_mma(rand((4, 64), torch.bfloat16, 45), rand((8, 64), torch.bfloat16, 46), "rows")
 
 
+# fp32 at M <= 16: every token count's template (1, 2, 4, 8, 16 and counts between), N from one
+# row to past the 32-row CTAs' threshold, K tails inside a 32-k chunk and K-splits of unequal
+# length (K = 4100: 129 chunks over 4 or 8 splits).
+SGEMM_DECODE = [(1, 256, 512), (2, 1, 96), (3, 40, 4), (5, 1000, 264), (8, 4100, 4100),
+                (9, 130, 2056), (13, 9000, 1032), (16, 8192, 512), (16, 64, 12), (4, 333, 36)]
+
+
+@pytest.mark.parametrize("m,n,k", SGEMM_DECODE)
+@pytest.mark.parametrize("config", ["auto", "rows4", "rows2"])
+@pytest.mark.parametrize("grid", ["auto", "tiles", "waves"])
+def test_sgemm_decode(m, n, k, config, grid):
+    a, w = rand((m, k), torch.float32, 51), rand((n, k), torch.float32, 52)
+    poison((m, n), torch.float32)
+    out = kernels_ext.sgemm_decode(a, w, config, grid)
+    assert_normwise(out, reference(a, w), TOL[torch.float32], f"sgemm_decode[{config}, {grid}] {m}x{n}x{k}")
+
+
+def test_sgemm_decode_is_deterministic_whatever_the_grid():
+    # the grid only deals rows to CTAs; a row's lane and K-split sums keep their order
+    a, w = rand((16, 4096), torch.float32, 53), rand((8192, 4096), torch.float32, 54)
+    for config in ("rows4", "rows2"):
+        tiles = kernels_ext.sgemm_decode(a, w, config, "tiles")
+        assert torch.equal(tiles, kernels_ext.sgemm_decode(a, w, config, "tiles")), config
+        assert torch.equal(tiles, kernels_ext.sgemm_decode(a, w, config, "waves")), config
+
+
+def test_sgemm_decode_matches_cublas_accuracy():
+    a, w = rand((16, 8192), torch.float32, 57), rand((4096, 8192), torch.float32, 58)
+    ref = reference(a, w)
+    ours = float((kernels_ext.sgemm_decode(a, w).double() - ref).norm() / ref.norm())
+    assert not torch.backends.cuda.matmul.allow_tf32, "the cuBLAS comparison needs true fp32"
+    cublas = float(((a @ w.t()).double() - ref).norm() / ref.norm())
+    assert ours <= 1.5 * cublas + 1e-9, f"sgemm_decode error {ours:.2e} vs cuBLAS {cublas:.2e}"
+
+
+def test_sgemm_decode_refuses_what_it_cannot_read():
+    f32 = torch.float32
+    with pytest.raises(ValueError, match="M <= 16"):
+        kernels_ext.sgemm_decode(rand((17, 64), f32, 43), rand((8, 64), f32, 44))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        kernels_ext.sgemm_decode(rand((4, 102), f32, 45), rand((8, 102), f32, 46))
+    with pytest.raises(ValueError, match="config"):
+        kernels_ext.sgemm_decode(rand((4, 64), f32, 45), rand((8, 64), f32, 46), "rows8")
+    with pytest.raises(TypeError, match="float32"):
+        kernels_ext.sgemm_decode(rand((4, 64), torch.bfloat16, 45), rand((8, 64), torch.bfloat16, 46))
+
+
 @pytest.mark.parametrize("m,n,k", ODD + [(100, 300, 4100), (77, 1001, 128)])
 @pytest.mark.parametrize("dtype", HALF, ids=_id)
 def test_linear_residual(m, n, k, dtype):

@@ -103,6 +103,14 @@ at::Tensor sgemm(const at::Tensor& a, const at::Tensor& w, c10::string_view conf
              [&](const MatmulArgs& g) { return gemm::launch_sgemm(g, stream(), c); });
 }
 
+at::Tensor sgemm_decode(const at::Tensor& a, const at::Tensor& w, c10::string_view config,
+                        c10::string_view grid) {
+  const auto c = parse_config("sgemm_decode", config, gemm::kNumSdecodeConfigs, gemm::sdecode_config_name);
+  const auto gr = parse_config("sgemm_decode", grid, gemm::kNumDecodeGrids, gemm::decode_grid_name);
+  return run("sgemm_decode", a, w, a.scalar_type(),
+             [&](const MatmulArgs& g) { return gemm::launch_sgemm_decode(g, stream(), c, gr); });
+}
+
 at::Tensor gemm_mma(const at::Tensor& a, const at::Tensor& w, c10::string_view config) {
   const auto c = parse_config("gemm_mma", config, gemm::kNumMmaConfigs, gemm::mma_config_name);
   return run("gemm_mma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {

@@ -19,6 +19,8 @@
 //   gemm_decode_mma small M (<= kDecodeMmaMaxM): W streamed once through registers (no shared
 //                   memory), mma.sync, K split over the warps of a CTA, sm_80+
 //                                                                     launch_gemm_decode_mma
+//   sgemm_decode    fp32 at small M (<= kDecodeMmaMaxM): the same stream of W on the CUDA cores,
+//                   x staged per warp in shared memory, sm_80+              launch_sgemm_decode
 // A launcher returns a Status whose message names the violated requirement when it refuses
 // (e.g. TMA's 16-byte row alignment: K * element size % 16 == 0), or the CUDA error.
 #pragma once
@@ -29,6 +31,7 @@
 #include <string>
 
 #include "../common/dtype.h"
+#include "decode_rule.h"
 
 namespace sk::gemm {
 
@@ -130,16 +133,23 @@ Status launch_linear_residual(DType dt, const MatmulArgs& args, const WgmmaOptio
 Status launch_hgemm_mma_residual(DType dt, const MatmulArgs& args, cudaStream_t stream);
 // M <= kDecodeMaxM; `split_k` 0 = automatic, else 1, 2, 4 or 8 (the cluster size).
 Status launch_gemm_decode(DType dt, const MatmulArgs& args, int split_k, cudaStream_t stream);
-// gemm_decode_mma's grid (gemm_decode_mma.cu): kTiles, one CTA per row tile; kWaves, the CTA count
-// rounded up to whole waves of resident CTAs with the rows spread evenly over them; kAuto, kWaves
-// where the tiles fill half a wave or more.
-enum class DecodeGrid : int { kAuto = 0, kTiles = 1, kWaves = 2 };
-constexpr int kNumDecodeGrids = 3;
+// The decode kernels' grids (DecodeGrid, decode_rule.h).
 const char* decode_grid_name(DecodeGrid g);
 
 // M <= kDecodeMmaMaxM, K % 8 == 0; any GPU with mma.sync bf16 (sm_80+).
 Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream,
                               DecodeGrid grid = DecodeGrid::kAuto);
+// sgemm_decode's thread tiles (sgemm_decode.cu): each lane holds the partial sums of `rows` rows of W
+// for every token, with `depth` 16-byte pieces of each row in flight. kAuto: kRows4.
+enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2 };
+constexpr int kNumSdecodeConfigs = 3;
+const char* sdecode_config_name(SdecodeConfig c);
+// fp32, M <= kDecodeMmaMaxM, K % 4 == 0, 16-byte aligned A and W; sm_80+ (cp.async).
+Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream,
+                           SdecodeConfig config = SdecodeConfig::kAuto,
+                           DecodeGrid grid = DecodeGrid::kAuto);
+// Whether sgemm_decode takes these arguments (the front door's test for fp32 at small M).
+bool sgemm_decode_supports(const MatmulArgs& args);
 
 // The current device's compute capability as major * 10 + minor (0 when unknown).
 int device_capability();

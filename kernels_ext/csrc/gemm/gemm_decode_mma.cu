@@ -289,18 +289,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   }
 }
 
-// The CTAs for `grid` on `sms` SMs (kAuto: waves where the row tiles fill at least half of one
-// wave, so a CTA keeps at least half its row slots; below that, spreading rows thinner would only
-// multiply the CTAs re-reading x).
-template <class S>
-int64_t decode_ctas(int64_t n, DecodeGrid grid, int sms) {
-  const int64_t tiles = (n + S::kRows - 1) / S::kRows;
-  const int64_t wave = static_cast<int64_t>(S::kMinBlocks) * sms;
-  const bool waves = grid == DecodeGrid::kWaves || (grid == DecodeGrid::kAuto && 2 * tiles >= wave);
-  if (!waves || wave <= 0) return tiles;
-  return std::min(n, (tiles + wave - 1) / wave * wave);
-}
-
 // `ctas` 0: one per row tile (what the probe's shapes run).
 template <class T, class S>
 Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0) {
@@ -325,10 +313,10 @@ Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0
 template <class T>
 Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream, DecodeGrid grid) {
   const int sms = sm_count();
-  if (sms > 0 && (g.n + 31) / 32 < (2 * sms * 3) / 4) {
-    return run_decode_mma<T, Rows16>(g, stream, decode_ctas<Rows16>(g.n, grid, sms));
+  if (decode_prefers_rows16(g.n, sms)) {
+    return run_decode_mma<T, Rows16>(g, stream, decode_ctas(g.n, Rows16::kRows, Rows16::kMinBlocks, grid, sms));
   }
-  return run_decode_mma<T, Rows32>(g, stream, decode_ctas<Rows32>(g.n, grid, sms));
+  return run_decode_mma<T, Rows32>(g, stream, decode_ctas(g.n, Rows32::kRows, Rows32::kMinBlocks, grid, sms));
 }
 
 }  // namespace
