@@ -69,9 +69,10 @@ def test_gemm_ops_are_in_the_table_with_their_schemas():
     assert ops["linear_residual"].schema() == "linear_residual(Tensor x, Tensor w, Tensor residual, str config='auto') -> Tensor"
     assert ops["sgemm"].schema() == "sgemm(Tensor a, Tensor w, str config='auto') -> Tensor"
     assert ops["gemm_mma"].schema() == "gemm_mma(Tensor a, Tensor w, str config='auto') -> Tensor"
-    assert ops["gemm_decode_mma"].schema() == "gemm_decode_mma(Tensor a, Tensor w, str grid='auto') -> Tensor"
+    assert ops["gemm_decode_mma"].schema() == ("gemm_decode_mma(Tensor a, Tensor w, str grid='auto', "
+                                               "int prefetch=-1) -> Tensor")
     assert ops["sgemm_decode"].schema() == ("sgemm_decode(Tensor a, Tensor w, str config='auto', "
-                                            "str grid='auto') -> Tensor")
+                                            "str grid='auto', int prefetch=-1) -> Tensor")
     for name in GEMM_OPS:
         assert name in kernels_ext.OPS
 
@@ -140,6 +141,9 @@ def _t(*shape, dtype=torch.bfloat16):
     (lambda: kernels_ext.gemm_decode_mma(_t(17, 16), _t(4, 16)), ValueError, "M <= 16"),
     (lambda: kernels_ext.gemm_decode_mma(_t(8, 20), _t(4, 20)), ValueError, "multiple of 8"),
     (lambda: kernels_ext.gemm_decode_mma(_t(8, 16), _t(4, 16), "rows"), ValueError, "grid must be one of"),
+    (lambda: kernels_ext.gemm_decode_mma(_t(8, 16), _t(4, 16), "auto", 65), ValueError, "prefetch must be"),
+    (lambda: kernels_ext.sgemm_decode(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "auto",
+                                      "auto", -2), ValueError, "got -2"),
     (lambda: kernels_ext.gemm_decode_mma(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32)),
      TypeError, "dtype"),
     (lambda: kernels_ext.sgemm(_t(8, 16, dtype=torch.float32), _t(4, 16, dtype=torch.float32), "bk64"),

@@ -44,6 +44,8 @@
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours; decode_mma with both grids)
 #   gdecode  solbench run --ops gemm --shape M=16,N=8192,K=8192 (cuBLAS and kernels_ext.gemm's pick)
 #   sdecode  fp32 at M <= 16: solbench run --ops gemm_decode --dtypes float32 (sgemm_decode rows4 / rows2, sgemm, cuBLAS), the gemm spec's fp32 decode case, the sgemm_decode GPU tests
+#   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
+#   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), and their GPU tests
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
 #   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
@@ -308,6 +310,20 @@ stage_sdecode() {  # fp32 at M <= 16: sgemm_decode's two tiles, the tiled sgemm 
   timeout 100 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes float32 --impls eager,sgemm_fp32_bk32,auto \
     --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/sgemm_decode.json"; python3 scripts/h200/gemm_summary.py "$OUT/gemm_fp32_decode_case.json"
+}
+stage_prefetch() {  # the decode kernels' L2 prefetch distances (scripts/tune/specs/decode_prefetch.yaml), their GPU tests first
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py \
+    -k "sgemm_decode or decode_mma or prefetch or picks_a_correct or fp32_decode or cannot_read" \
+    --junitxml "$OUT/prefetch_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
+  timeout 300 solbench run --specs scripts/tune/specs --ops decode_prefetch --budget 0.3 --timeout 200 \
+    --json "$OUT/decode_prefetch.json" --out $RUNS
+}
+stage_sdepth() {  # sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests first
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py \
+    -k "sgemm_decode or prefetch or fp32_decode or cannot_read" \
+    --junitxml "$OUT/sdepth_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
+  timeout 300 solbench run --specs scripts/tune/specs --ops sdecode_depth --budget 0.3 --timeout 200 \
+    --json "$OUT/sdecode_depth.json" --out $RUNS
 }
 stage_dtimeline() { timeout 200 python3 scripts/tune/decode_timeline.py --json "$OUT/decode_timeline.json" | tee "$OUT/decode_timeline.txt"; }
 stage_dprobe() {  # the decode GEMM's CTA shapes, cuBLAS and a plain read of W (scripts/tune/decode_probe.cu)

@@ -234,10 +234,11 @@ def test_gemm_decode_mma_refuses_what_it_cannot_read():
 # length (K = 4100: 129 chunks over 4 or 8 splits).
 SGEMM_DECODE = [(1, 256, 512), (2, 1, 96), (3, 40, 4), (5, 1000, 264), (8, 4100, 4100),
                 (9, 130, 2056), (13, 9000, 1032), (16, 8192, 512), (16, 64, 12), (4, 333, 36)]
+SDECODE_CONFIGS = ["rows4", "rows2", "rows4_d2", "rows4_d3", "rows4_d4", "rows2_d8"]
 
 
 @pytest.mark.parametrize("m,n,k", SGEMM_DECODE)
-@pytest.mark.parametrize("config", ["auto", "rows4", "rows2"])
+@pytest.mark.parametrize("config", ["auto"] + SDECODE_CONFIGS)
 @pytest.mark.parametrize("grid", ["auto", "tiles", "waves"])
 def test_sgemm_decode(m, n, k, config, grid):
     a, w = rand((m, k), torch.float32, 51), rand((n, k), torch.float32, 52)
@@ -249,10 +250,39 @@ def test_sgemm_decode(m, n, k, config, grid):
 def test_sgemm_decode_is_deterministic_whatever_the_grid():
     # the grid only deals rows to CTAs; a row's lane and K-split sums keep their order
     a, w = rand((16, 4096), torch.float32, 53), rand((8192, 4096), torch.float32, 54)
-    for config in ("rows4", "rows2"):
+    for config in SDECODE_CONFIGS:
         tiles = kernels_ext.sgemm_decode(a, w, config, "tiles")
         assert torch.equal(tiles, kernels_ext.sgemm_decode(a, w, config, "tiles")), config
         assert torch.equal(tiles, kernels_ext.sgemm_decode(a, w, config, "waves")), config
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 2048), (3, 1000, 4100), (1, 130, 36)])
+def test_decode_prefetch_changes_no_bit(m, n, k):
+    # the L2 prefetch only asks for lines early (past the split's end it is predicated off)
+    a32, w32 = rand((m, k), torch.float32, 59), rand((n, k), torch.float32, 60)
+    off = kernels_ext.sgemm_decode(a32, w32, "auto", "auto", 0)
+    assert_normwise(off, reference(a32, w32), TOL[torch.float32], f"sgemm_decode {m}x{n}x{k}")
+    for pf in (1, 4, 64):
+        for config in ("rows4", "rows2"):
+            assert torch.equal(kernels_ext.sgemm_decode(a32, w32, config, "auto", pf),
+                               kernels_ext.sgemm_decode(a32, w32, config, "auto", 0)), (config, pf)
+    if k % 8 == 0:
+        a16, w16 = a32.bfloat16(), w32.bfloat16()
+        off16 = kernels_ext.gemm_decode_mma(a16, w16, "auto", 0)
+        for pf in (1, 4, 64):
+            assert torch.equal(kernels_ext.gemm_decode_mma(a16, w16, "auto", pf), off16), pf
+
+
+@pytest.mark.parametrize("m,k", [(1, 512), (7, 1000), (16, 4096)])
+def test_gemm_runs_sgemm_decode_for_fp32_decode(m, k):
+    a, w = rand((m, k), torch.float32, 61), rand((3000, k), torch.float32, 62)
+    assert torch.equal(kernels_ext.gemm(a, w), kernels_ext.sgemm_decode(a, w))
+
+
+def test_gemm_takes_the_tiled_sgemm_where_sgemm_decode_cannot_read():
+    a, w = rand((8, 1023), torch.float32, 63), rand((500, 1023), torch.float32, 64)
+    assert torch.equal(kernels_ext.gemm(a, w), kernels_ext.sgemm(a, w))
+    assert_normwise(kernels_ext.gemm(a, w), reference(a, w), TOL[torch.float32], "gemm fp32 8x500x1023")
 
 
 def test_sgemm_decode_matches_cublas_accuracy():

@@ -104,11 +104,12 @@ at::Tensor sgemm(const at::Tensor& a, const at::Tensor& w, c10::string_view conf
 }
 
 at::Tensor sgemm_decode(const at::Tensor& a, const at::Tensor& w, c10::string_view config,
-                        c10::string_view grid) {
+                        c10::string_view grid, int64_t prefetch) {
   const auto c = parse_config("sgemm_decode", config, gemm::kNumSdecodeConfigs, gemm::sdecode_config_name);
-  const auto gr = parse_config("sgemm_decode", grid, gemm::kNumDecodeGrids, gemm::decode_grid_name);
+  const gemm::DecodeOptions opt{parse_config("sgemm_decode", grid, gemm::kNumDecodeGrids, gemm::decode_grid_name),
+                                static_cast<int>(prefetch)};
   return run("sgemm_decode", a, w, a.scalar_type(),
-             [&](const MatmulArgs& g) { return gemm::launch_sgemm_decode(g, stream(), c, gr); });
+             [&](const MatmulArgs& g) { return gemm::launch_sgemm_decode(g, stream(), c, opt); });
 }
 
 at::Tensor gemm_mma(const at::Tensor& a, const at::Tensor& w, c10::string_view config) {
@@ -144,10 +145,13 @@ at::Tensor gemm_decode(const at::Tensor& a, const at::Tensor& w, int64_t split_k
   });
 }
 
-at::Tensor gemm_decode_mma(const at::Tensor& a, const at::Tensor& w, c10::string_view grid) {
-  const auto gr = parse_config("gemm_decode_mma", grid, gemm::kNumDecodeGrids, gemm::decode_grid_name);
+at::Tensor gemm_decode_mma(const at::Tensor& a, const at::Tensor& w, c10::string_view grid,
+                           int64_t prefetch) {
+  const gemm::DecodeOptions opt{
+      parse_config("gemm_decode_mma", grid, gemm::kNumDecodeGrids, gemm::decode_grid_name),
+      static_cast<int>(prefetch)};
   return run("gemm_decode_mma", a, w, a.scalar_type(), [&](const MatmulArgs& g) {
-    return gemm::launch_gemm_decode_mma(half_dtype(a), g, stream(), gr);
+    return gemm::launch_gemm_decode_mma(half_dtype(a), g, stream(), opt);
   });
 }
 

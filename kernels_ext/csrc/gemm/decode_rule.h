@@ -33,10 +33,26 @@ inline int64_t decode_ctas(int64_t n, int64_t rows, int per_sm, DecodeGrid grid,
   return std::min(n, (tiles + wave - 1) / wave * wave);
 }
 
+// Half-height CTAs where CTAs of `rows` rows would fill under three quarters of the SMs' slots
+// (`per_sm` a SM).
+inline bool decode_halves_rows(int64_t n, int64_t rows, int per_sm, int sms) {
+  return sms > 0 && (n + rows - 1) / rows < (static_cast<int64_t>(per_sm) * sms * 3) / 4;
+}
+
 // 16-row CTAs where 32-row ones would fill under three quarters of the SMs' two slots (N = 4096:
 // 128 CTAs on 132 SMs), measured for gemm_decode_mma on the H200 (gemm_decode_mma.cu).
-inline bool decode_prefers_rows16(int64_t n, int sms) {
-  return sms > 0 && (n + 31) / 32 < (2 * sms * 3) / 4;
+inline bool decode_prefers_rows16(int64_t n, int sms) { return decode_halves_rows(n, 32, 2, sms); }
+
+// How a decode kernel is launched: the grid, and how many chunks of W ahead of its register
+// loads each warp asks L2 for (tile::prefetch_l2_if; 0: none, negative: the kernel's default).
+struct DecodeOptions {
+  DecodeGrid grid = DecodeGrid::kAuto;
+  int prefetch = -1;
+};
+
+// The prefetch distance a launch runs: the requested one, or `fallback` when none was requested.
+inline int decode_prefetch_chunks(const DecodeOptions& o, int fallback) {
+  return o.prefetch >= 0 ? o.prefetch : fallback;
 }
 
 // sgemm_decode's compile-time token count for M tokens: the next of 1, 2, 4, 8, 16, so that a

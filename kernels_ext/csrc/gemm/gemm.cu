@@ -1,5 +1,7 @@
 // The GEMM family's front door: which variant runs for a dtype, a shape and the device.
-//   fp32                           -> sgemm_fp32 (CUDA cores; TF32 is never used)
+//   fp32                           -> sgemm_decode when M <= kDecodeMmaMaxM and its rows are
+//                                     16-byte pieces (sgemm_decode_supports), else sgemm_fp32
+//                                     (CUDA cores both; TF32 is never used)
 //   bf16/fp16 on compute 9.0       -> gemm_decode_mma when M <= kDecodeMmaMaxM, gemm_decode when
 //                                     M <= kDecodeMaxM, else hgemm_wgmma (all need K % 8 == 0;
 //                                     otherwise hgemm_mma)
@@ -11,6 +13,8 @@
 // 1.40x at N = K = 1024 (both still 0.90-0.95x cuBLAS there). Off Hopper the choice at
 // M <= 16 is by construction: hgemm_mma's 128 x 256 tiles would put N / 256 CTAs (32 at
 // N = 8192) on the stream of W, gemm_decode_mma puts N / 64 CTAs of 512 threads on it.
+// fp32 at M <= 16: sgemm_decode ran 1.22-2.5x cuBLAS fp32 in all five gemm_decode cases on the H100,
+// where the tiled sgemm ran 0.08-0.33x (results/h100/issue13/2026-12-06c/sdecode/).
 #include "gemm.h"
 
 namespace sk::gemm {
@@ -23,7 +27,7 @@ bool rows_16b_aligned(const MatmulArgs& a) {
 }  // namespace
 
 const char* pick_gemm_variant(DType dt, const MatmulArgs& args) {
-  if (dt == DType::kFloat32) return "sgemm_fp32";
+  if (dt == DType::kFloat32) return sgemm_decode_supports(args) ? "sgemm_decode" : "sgemm_fp32";
   const bool aligned = rows_16b_aligned(args);
   if (aligned && args.m <= kDecodeMmaMaxM) return "gemm_decode_mma";
   if (device_capability() == 90 && aligned) {
@@ -35,6 +39,7 @@ const char* pick_gemm_variant(DType dt, const MatmulArgs& args) {
 Status launch_gemm(DType dt, const MatmulArgs& args, cudaStream_t stream) {
   const std::string v = pick_gemm_variant(dt, args);
   if (v == "sgemm_fp32") return launch_sgemm(args, stream);
+  if (v == "sgemm_decode") return launch_sgemm_decode(args, stream);
   if (v == "gemm_decode") return launch_gemm_decode(dt, args, 0, stream);
   if (v == "gemm_decode_mma") return launch_gemm_decode_mma(dt, args, stream);
   if (v == "hgemm_wgmma") return launch_hgemm_wgmma(dt, args, WgmmaOptions{}, stream);

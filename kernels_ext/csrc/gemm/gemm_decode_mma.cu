@@ -99,6 +99,7 @@ struct DecodeShape {
 //    did 128-byte rows with K-splits interleaved, so Rows32 keeps the mma's layout and the hints.
 using Rows32 = DecodeShape<8, 2, 2, 4>;
 using Rows16 = DecodeShape<8, 1, 2, 2, false, tile::StreamLoad::kNoAllocate, 8>;
+constexpr int kDecodeMmaPrefetch = 0;   // L2 prefetch distance (chunks) when none is asked
 
 struct DecodeMmaArgs {
   const void* a;
@@ -109,6 +110,7 @@ struct DecodeMmaArgs {
   int chunks;     // ceil(K / kChunk)
   int per_split;  // chunks per K-split (contiguous splits)
   int ctas;       // the grid: CTA b takes rows [b n / ctas, (b + 1) n / ctas), at most kRows
+  int prefetch;   // chunks of W asked of L2 ahead of the register loads (0: none)
 };
 
 // CTA b's first row (b = ctas: n). b * n in 64 bits: with 16-row CTAs it passes 2^31 from N = 185,364.
@@ -197,6 +199,16 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   // (K % 8 == 0: a piece is wholly in or wholly out): i * kStride * kChunk + its offset < lim.
   const int lim = min(c_end * kChunk, p.k) - base * kChunk;
   const uint64_t once = tile::l2_policy_evict_first();
+  // L2 prefetch: lane l < 8 G asks for the line of the row warp's row l, p.prefetch chunks ahead
+  // of the register loads (a chunk of 64 bytes shares its line with a neighbour: asked twice).
+  constexpr int kWarpRows = 8 * G;
+  const T* pfp = static_cast<const T*>(p.w) +
+                 static_cast<int64_t>(cta_row + min(slot0 + lane % kWarpRows, cta_rows - 1)) * p.ldw +
+                 static_cast<int64_t>(base) * kChunk;
+  const bool pf_lane = lane < kWarpRows && p.prefetch > 0;
+  auto prefetch_w = [&](int i) {
+    tile::prefetch_l2_if(pfp + i * kStride * kChunk, pf_lane && i * kStride * kChunk < lim);
+  };
   // The split's chunk i, at offset j (chunks of the split) from the pointers' current chunk:
   // offsets are compile-time constants, so every load is [base + immediate].
   auto load_w = [&](uint4 (&dst)[G][I], int i, int j) {
@@ -232,6 +244,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   for (int u = 0; u < D; ++u) load_w(wq[u], u, u);
 #pragma unroll
   for (int u = 0; u < XD; ++u) load_x(xq[u], u, u);
+  for (int i = D; i < D + p.prefetch; ++i) prefetch_w(i);
 
   // Chunk i0 + u sits in W slot u and x slot u % XD; once used, a slot is refilled with the
   // chunk D (XD) further on. Slots past the split hold zeros: the last round needs no tests.
@@ -256,6 +269,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
       }
       load_w(wq[u], i0 + u + D, u + D);
       load_x(xq[u % XD], i0 + u + XD, u + XD);
+      prefetch_w(i0 + u + D + p.prefetch);
     }
 #pragma unroll
     for (int r = 0; r < G; ++r) {
@@ -291,7 +305,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
 
 // `ctas` 0: one per row tile (what the probe's shapes run).
 template <class T, class S>
-Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0) {
+Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0, int prefetch = 0) {
   DecodeMmaArgs p{};
   p.a = g.a;
   p.w = g.w;
@@ -305,18 +319,22 @@ Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0
   p.chunks = static_cast<int>((g.k + S::kChunk - 1) / S::kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
   p.ctas = static_cast<int>(ctas > 0 ? ctas : (g.n + S::kRows - 1) / S::kRows);
+  p.prefetch = prefetch;
   gemm_decode_mma_kernel<T, S><<<static_cast<unsigned>(p.ctas), S::kThreads, 0, stream>>>(p);
   return from_cuda(cudaGetLastError(), "launching gemm_decode_mma");
 }
 
 // 32-row CTAs unless they would fill under three quarters of the SMs' two CTA slots.
 template <class T>
-Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream, DecodeGrid grid) {
+Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream, const DecodeOptions& opt) {
   const int sms = sm_count();
+  const int prefetch = decode_prefetch_chunks(opt, kDecodeMmaPrefetch);
   if (decode_prefers_rows16(g.n, sms)) {
-    return run_decode_mma<T, Rows16>(g, stream, decode_ctas(g.n, Rows16::kRows, Rows16::kMinBlocks, grid, sms));
+    return run_decode_mma<T, Rows16>(g, stream, decode_ctas(g.n, Rows16::kRows, Rows16::kMinBlocks, opt.grid, sms),
+                                     prefetch);
   }
-  return run_decode_mma<T, Rows32>(g, stream, decode_ctas(g.n, Rows32::kRows, Rows32::kMinBlocks, grid, sms));
+  return run_decode_mma<T, Rows32>(g, stream, decode_ctas(g.n, Rows32::kRows, Rows32::kMinBlocks, opt.grid, sms),
+                                   prefetch);
 }
 
 }  // namespace
@@ -330,7 +348,7 @@ const char* decode_grid_name(DecodeGrid g) {
   return "unknown";
 }
 
-Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream, DecodeGrid grid) {
+Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream, DecodeOptions opt) {
   if (Status st = check_sizes(args); !st.ok()) return st;
   if (args.m > kDecodeMmaMaxM) {
     return fail("gemm_decode_mma handles M <= " + std::to_string(kDecodeMmaMaxM) + " (got M = " +
@@ -347,8 +365,8 @@ Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t str
     return fail("gemm_decode_mma needs compute capability 8.0 or later (mma.sync bf16)",
                 cudaErrorNotSupported);
   }
-  if (dt == DType::kBFloat16) return run_decode_mma_shape<__nv_bfloat16>(args, stream, grid);
-  if (dt == DType::kFloat16) return run_decode_mma_shape<__half>(args, stream, grid);
+  if (dt == DType::kBFloat16) return run_decode_mma_shape<__nv_bfloat16>(args, stream, opt);
+  if (dt == DType::kFloat16) return run_decode_mma_shape<__half>(args, stream, opt);
   return fail("gemm_decode_mma takes bfloat16 or float16 inputs");
 }
 

@@ -40,17 +40,19 @@ constexpr int kChunk = 4 * kLanesPerRow;         // k per chunk
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kXDepth = 3;                       // x ring slots per warp (2 chunks in flight)
+constexpr int kSdecodePrefetch = 0;              // L2 prefetch distance (chunks) when none is asked
 
 // kRowWarps warps over rows, kGroups row groups (of kRowsPerLoad rows) per lane, kDepth chunks of
 // W in flight per group.
-template <int kRowWarps_, int kGroups_, int kDepth_>
+// kMinBlocks CTAs resident per SM (2: 128 registers a thread; 1: 255).
+template <int kRowWarps_, int kGroups_, int kDepth_, int kMinBlocks_>
 struct SdecodeShape {
   static constexpr int kRowWarps = kRowWarps_;
   static constexpr int kGroups = kGroups_;
   static constexpr int kDepth = kDepth_;
   static constexpr int kKSplit = kWarps / kRowWarps;
   static constexpr int kRows = kRowWarps * kGroups * kRowsPerLoad;  // W rows per CTA
-  static constexpr int kMinBlocks = 2;                                // 128 registers
+  static constexpr int kMinBlocks = kMinBlocks_;
   static_assert(kWarps % kRowWarps == 0, "the warps divide into row warps x K-splits");
 };
 
@@ -63,6 +65,7 @@ struct SdecodeArgs {
   int chunks;     // ceil(K / kChunk)
   int per_split;  // chunks per K-split
   int ctas;       // CTA b takes rows [b n / ctas, (b + 1) n / ctas)
+  int prefetch;   // chunks of W asked of L2 ahead of the register loads (0: none)
 };
 
 __device__ __forceinline__ int row_begin(const SdecodeArgs& p, int b) {
@@ -112,6 +115,12 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
     group_ofs[r] = (row - min(slot0 + g, cta_rows - 1)) * static_cast<int>(p.ldw);
   }
   const uint64_t once = tile::l2_policy_evict_first();
+  // L2 prefetch: lane l < 4 G asks for the line of the warp's row l, p.prefetch chunks ahead.
+  constexpr int kWarpRows = G * kRowsPerLoad;
+  const float* pfp = p.w + static_cast<int64_t>(cta_row + min(slot0 + lane % kWarpRows, cta_rows - 1)) * p.ldw +
+                     static_cast<int64_t>(base) * kChunk;
+  const bool pf_lane = lane < kWarpRows && p.prefetch > 0;
+  auto prefetch_w = [&](int i) { tile::prefetch_l2_if(pfp + i * kChunk, pf_lane && i * kChunk < lim); };
   auto load_w = [&](uint4 (&dst)[G], int i, int j) {
     const bool ok = i * kChunk + 4 * t < lim;
 #pragma unroll
@@ -149,6 +158,7 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
   uint4 wq[D][G];
 #pragma unroll
   for (int u = 0; u < D; ++u) load_w(wq[u], u, u);
+  for (int i = D; i < D + p.prefetch; ++i) prefetch_w(i);
 #pragma unroll
   for (int s = 0; s < kXDepth - 1; ++s) copy_x(s, s);
 
@@ -162,6 +172,7 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
       tile::cp_async_wait<kXDepth - 2>();
       __syncwarp();   // chunk i's copies visible to the warp; every lane is done with chunk i - 1
       copy_x(i + kXDepth - 1, xs == 0 ? kXDepth - 1 : xs - 1);
+      prefetch_w(i + D + p.prefetch);
       const float* xv = xring + xs * kXSlotFloats<T> + 4 * t;
 #pragma unroll
       for (int tk = 0; tk < T; ++tk) {
@@ -216,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
 }
 
 template <int T, class S>
-Status run_shape(const MatmulArgs& g, DecodeGrid grid, int sms, cudaStream_t stream) {
+Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStream_t stream) {
   SdecodeArgs p{};
   p.a = static_cast<const float*>(g.a);
   p.w = static_cast<const float*>(g.w);
@@ -229,7 +240,8 @@ Status run_shape(const MatmulArgs& g, DecodeGrid grid, int sms, cudaStream_t str
   p.ldc = g.ldc;
   p.chunks = static_cast<int>((g.k + kChunk - 1) / kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
-  p.ctas = static_cast<int>(decode_ctas(g.n, S::kRows, S::kMinBlocks, grid, sms));
+  p.ctas = static_cast<int>(decode_ctas(g.n, S::kRows, S::kMinBlocks, opt.grid, sms));
+  p.prefetch = decode_prefetch_chunks(opt, kSdecodePrefetch);
   sgemm_decode_kernel<T, S><<<static_cast<unsigned>(p.ctas), kThreads, 0, stream>>>(p);
   return from_cuda(cudaGetLastError(), "launching sgemm_decode");
 }
@@ -240,20 +252,29 @@ Status run_shape(const MatmulArgs& g, DecodeGrid grid, int sms, cudaStream_t str
 //   rows2: 2 row groups (8 FMAs per x word), two chunks of W in flight per group, four for T <= 4.
 // Deeper rings at T = 16 spilled (rows4 with 2 chunks: 372 bytes; rows2 with 4: 72 bytes).
 // 32-row CTAs are 2 row warps x 4 K-splits (rows4) or 4 x 2 (rows2); 16-row CTAs 1 x 8 or 2 x 4.
-template <int T, int G, int D>
-Status run_tile(const MatmulArgs& g, DecodeGrid grid, cudaStream_t stream) {
+//   rowsG_dD: one CTA per SM (255 registers), so D chunks of W per group stay in flight at every
+//          T; 64-row CTAs (32-row where 64-row ones would leave SMs idle).
+template <int T, int G, int D, int kPerSm>
+Status run_tile(const MatmulArgs& g, const DecodeOptions& opt, cudaStream_t stream) {
   const int sms = sm_count();
-  constexpr int kRowWarps32 = 32 / (G * kRowsPerLoad);
-  if (decode_prefers_rows16(g.n, sms)) {
-    return run_shape<T, SdecodeShape<kRowWarps32 / 2, G, D>>(g, grid, sms, stream);
+  constexpr int kCtaRows = 64 / kPerSm;
+  constexpr int kRowWarps = kCtaRows / (G * kRowsPerLoad);
+  if (decode_halves_rows(g.n, kCtaRows, kPerSm, sms)) {
+    return run_shape<T, SdecodeShape<kRowWarps / 2, G, D, kPerSm>>(g, opt, sms, stream);
   }
-  return run_shape<T, SdecodeShape<kRowWarps32, G, D>>(g, grid, sms, stream);
+  return run_shape<T, SdecodeShape<kRowWarps, G, D, kPerSm>>(g, opt, sms, stream);
 }
 
 template <int T>
-Status run_tokens(const MatmulArgs& g, SdecodeConfig config, DecodeGrid grid, cudaStream_t stream) {
-  if (config == SdecodeConfig::kRows2) return run_tile<T, 2, (T <= 4 ? 4 : 2)>(g, grid, stream);
-  return run_tile<T, 4, (T <= 4 ? 2 : 1)>(g, grid, stream);
+Status run_tokens(const MatmulArgs& g, SdecodeConfig config, const DecodeOptions& opt, cudaStream_t stream) {
+  switch (config) {
+    case SdecodeConfig::kRows2: return run_tile<T, 2, (T <= 4 ? 4 : 2), 2>(g, opt, stream);
+    case SdecodeConfig::kRows4D2: return run_tile<T, 4, 2, 1>(g, opt, stream);
+    case SdecodeConfig::kRows4D3: return run_tile<T, 4, 3, 1>(g, opt, stream);
+    case SdecodeConfig::kRows4D4: return run_tile<T, 4, 4, 1>(g, opt, stream);
+    case SdecodeConfig::kRows2D8: return run_tile<T, 2, 8, 1>(g, opt, stream);
+    default: return run_tile<T, 4, (T <= 4 ? 2 : 1), 2>(g, opt, stream);
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -265,6 +286,10 @@ const char* sdecode_config_name(SdecodeConfig c) {
     case SdecodeConfig::kAuto: return "auto";
     case SdecodeConfig::kRows4: return "rows4";
     case SdecodeConfig::kRows2: return "rows2";
+    case SdecodeConfig::kRows4D2: return "rows4_d2";
+    case SdecodeConfig::kRows4D3: return "rows4_d3";
+    case SdecodeConfig::kRows4D4: return "rows4_d4";
+    case SdecodeConfig::kRows2D8: return "rows2_d8";
   }
   return "unknown";
 }
@@ -276,7 +301,7 @@ bool sgemm_decode_supports(const MatmulArgs& args) {
 }
 
 Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream, SdecodeConfig config,
-                           DecodeGrid grid) {
+                           DecodeOptions opt) {
   if (Status st = check_sizes(args); !st.ok()) return st;
   if (args.m > kDecodeMmaMaxM) {
     return fail("sgemm_decode handles M <= " + std::to_string(kDecodeMmaMaxM) + " (got M = " +
@@ -292,11 +317,11 @@ Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream, SdecodeC
     return fail("sgemm_decode needs compute capability 8.0 or later (cp.async)", cudaErrorNotSupported);
   }
   switch (sgemm_decode_tokens(args.m)) {
-    case 1: return run_tokens<1>(args, config, grid, stream);
-    case 2: return run_tokens<2>(args, config, grid, stream);
-    case 4: return run_tokens<4>(args, config, grid, stream);
-    case 8: return run_tokens<8>(args, config, grid, stream);
-    default: return run_tokens<16>(args, config, grid, stream);
+    case 1: return run_tokens<1>(args, config, opt, stream);
+    case 2: return run_tokens<2>(args, config, opt, stream);
+    case 4: return run_tokens<4>(args, config, opt, stream);
+    case 8: return run_tokens<8>(args, config, opt, stream);
+    default: return run_tokens<16>(args, config, opt, stream);
   }
 }
 

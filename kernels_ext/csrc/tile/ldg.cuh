@@ -8,6 +8,7 @@
 //     256-byte requests even when a warp's instruction touches 64 bytes of each of 8 rows.
 //   ldg_16(p): 16 bytes through L1 (read-only path): operands many warps of an SM re-read.
 //   *_if(..., pred): the same, predicated inside the asm: zeros and no access when !pred.
+//   prefetch_l2_if(p, pred): the line holding p fetched into L2, nothing returned.
 // Both need 16-byte aligned addresses. On targets below sm_80 they compile to __trap().
 #pragma once
 
@@ -115,6 +116,18 @@ __device__ __forceinline__ uint4 ldg_16_if(const void* p, bool pred) {
   __trap();
 #endif
   return v;
+}
+
+// Asks L2 for the 128-byte line holding p, when pred: no register, no L1, nothing to wait for.
+// A streaming kernel whose registers hold only a chunk or two of its operand issues these a few
+// chunks ahead, so that more of the stream is in flight than its registers could hold.
+__device__ __forceinline__ void prefetch_l2_if(const void* p, bool pred) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %1, 0;\n@q prefetch.global.L2 [%0];\n}"
+               :: "l"(p), "r"(static_cast<int>(pred)));
+#else
+  (void)p, (void)pred;
+#endif
 }
 
 __device__ __forceinline__ uint4 ldg_16(const void* p) {
