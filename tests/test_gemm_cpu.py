@@ -280,9 +280,18 @@ int main() {
   bad += !decode_prefers_rows16(4096, 132) + decode_prefers_rows16(8192, 132);
   bad += !decode_prefers_rows16(197 * 32, 132) + decode_prefers_rows16(198 * 32, 132);
   bad += decode_prefers_rows16(4096, 0);
+  // the one-CTA-per-SM tile's 64-row CTAs halve where they fill under three quarters of the SMs
+  bad += !decode_halves_rows(4096, 64, 1, 132) + decode_halves_rows(8192, 64, 1, 132);
+  bad += !decode_halves_rows(98 * 64, 64, 1, 132) + decode_halves_rows(99 * 64, 64, 1, 132);
+  bad += decode_ctas(8192, 64, 1, DecodeGrid::kAuto, 132) != 132;   // 128 tiles: one wave, rows spread
   // sgemm_decode's token templates: M rounded up to a power of two, 0 outside 1..16
   const int want[18] = {0, 1, 2, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 0};
   for (int m = 0; m < 18; ++m) bad += sgemm_decode_tokens(m) != want[m];
+  // auto's thread tile: rows4_d3 at 4 and 8 tokens (M = 3..8), rows4 elsewhere
+  for (int m = 1; m <= 16; ++m) {
+    const bool deep = sdecode_auto_config(sgemm_decode_tokens(m)) == SdecodeConfig::kRows4D3;
+    bad += deep != (m >= 3 && m <= 8);
+  }
   std::printf("%d wrong\n", bad);
   return bad != 0;
 }
@@ -291,6 +300,6 @@ int main() {
 
 def test_decode_rule_deals_rows_as_documented(tmp_path):
     """csrc/gemm/decode_rule.h compiled for the host: the grids of the two decode kernels, the 16-row
-    CTA threshold and sgemm_decode's token templates."""
+    CTA threshold, sgemm_decode's token templates and its automatic thread tile."""
     run = run_host_check(tmp_path, DECODE_RULE_CHECK)
     assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr

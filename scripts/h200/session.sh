@@ -45,7 +45,8 @@
 #   gdecode  solbench run --ops gemm --shape M=16,N=8192,K=8192 (cuBLAS and kernels_ext.gemm's pick)
 #   sdecode  fp32 at M <= 16: solbench run --ops gemm_decode --dtypes float32 (sgemm_decode rows4 / rows2, sgemm, cuBLAS), the gemm spec's fp32 decode case, the sgemm_decode GPU tests
 #   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
-#   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), and their GPU tests
+#   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests, the gemm spec's fp32 decode case
+#   dncu     the decode GEMM, fp32 and bf16, ours and cuBLAS's, under ncu (scripts/tune/compute_ncu.py)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
 #   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
@@ -324,6 +325,15 @@ stage_sdepth() {  # sgemm_decode's thread tiles, two CTAs per SM and one (script
     --junitxml "$OUT/sdepth_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
   timeout 300 solbench run --specs scripts/tune/specs --ops sdecode_depth --budget 0.3 --timeout 200 \
     --json "$OUT/sdecode_depth.json" --out $RUNS
+  timeout 100 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes float32 --impls eager,auto \
+    --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS
+  python3 scripts/h200/gemm_summary.py "$OUT/gemm_fp32_decode_case.json"
+}
+stage_dncu() {  # the decode GEMM (fp32 and bf16, ours and cuBLAS) under ncu (full set, real clocks), and the summary table
+  timeout 200 ncu --profile-from-start off --clock-control none --set full -o "$OUT/decode_ncu" python3 scripts/tune/compute_ncu.py \
+    --only sdecode_rows4_m16,sdecode_rows4_d3_m16,cublas_fp32_m16,sdecode_rows4_m1,decode_mma_m16,cublas_bf16_m16 || return 1
+  ncu --import "$OUT/decode_ncu.ncu-rep" --page raw --csv > "$OUT/decode_ncu_raw.csv"
+  python3 scripts/tune/compute_ncu.py --summarize "$OUT/decode_ncu_raw.csv" | tee "$OUT/decode_ncu_summary.txt"
 }
 stage_dtimeline() { timeout 200 python3 scripts/tune/decode_timeline.py --json "$OUT/decode_timeline.json" | tee "$OUT/decode_timeline.txt"; }
 stage_dprobe() {  # the decode GEMM's CTA shapes, cuBLAS and a plain read of W (scripts/tune/decode_probe.cu)

@@ -7,7 +7,9 @@ under Nsight Compute and under a clock probe. On a CUDA machine, from the repo r
 
 Profiled (each warmed up and checked, then launched once between cudaProfilerStart/Stop):
 sgemm (bk32) and cuBLAS fp32 at 4096^3; gemm_mma (bk64, bk64_pipe) at 4096^3 bf16; flash_attention_mma,
-flash_attention_wgmma_persistent and cuDNN at B=4, H=32, S=4096, D=128, non-causal.
+flash_attention_wgmma_persistent and cuDNN at B=4, H=32, S=4096, D=128, non-causal; the decode GEMM
+at M = 16, N = K = 8192 (sgemm_decode rows4 / rows4_d3 and cuBLAS fp32, gemm_decode_mma and cuBLAS
+bf16; sgemm_decode at M = 1), whose table rows dram% / L2% / L1% say which memory level binds.
 
 --summarize RAW.csv prints a table from `ncu --import REP --page raw --csv`: per kernel the
 duration, SM clock, issue-slot use, tensor / FMA / MUFU pipe use and the stall reasons per issued
@@ -81,6 +83,25 @@ def attention_cases(g: torch.Generator) -> list[Case]:
         Case("flash_wgmma_persistent", flops,
              lambda: kernels_ext.flash_attention_wgmma_persistent(q, k, v), want, 2e-2),
         Case("cudnn", flops, cudnn, want, 2e-2),
+    ]
+
+
+def decode_cases(g: torch.Generator) -> list[Case]:
+    """The decode GEMM at M = 16 (and 1), N = K = 8192: memory-bound, so `flops` is unused."""
+    n = k = 8192
+    w32 = torch.randn(n, k, generator=g, device="cuda")
+    x16, x1 = (torch.randn(m, k, generator=g, device="cuda") for m in (16, 1))
+    w16, xb = w32.bfloat16(), x16.bfloat16()
+    want16, want1 = x16 @ w32.T, x1 @ w32.T
+    wantb = xb.float() @ w16.float().T
+    flops = 2.0 * 16 * n * k
+    return [
+        Case("sdecode_rows4_m16", flops, lambda: kernels_ext.sgemm_decode(x16, w32, "rows4"), want16, 1e-5),
+        Case("sdecode_rows4_d3_m16", flops, lambda: kernels_ext.sgemm_decode(x16, w32, "rows4_d3"), want16, 1e-5),
+        Case("cublas_fp32_m16", flops, lambda: x16 @ w32.T, want16, 1e-5),
+        Case("sdecode_rows4_m1", flops / 16, lambda: kernels_ext.sgemm_decode(x1, w32, "rows4"), want1, 1e-5),
+        Case("decode_mma_m16", flops, lambda: kernels_ext.gemm_decode_mma(xb, w16), wantb, 1e-2),
+        Case("cublas_bf16_m16", flops, lambda: xb @ w16.T, wantb, 1e-2),
     ]
 
 
@@ -162,6 +183,10 @@ SUMMARY_METRICS = (
     ("fma%", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
     ("mufu%", "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active", 1.0),
     ("cyc/inst", "smsp__average_warp_latency_per_inst_issued.ratio", 1.0),
+    ("dram%", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
+    ("L2%", "lts__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
+    ("L1%", "l1tex__throughput.avg.pct_of_peak_sustained_active", 1.0),
+    ("warps/SM", "sm__warps_active.avg.per_cycle_active", 1.0),
 )
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 
@@ -206,7 +231,7 @@ def main() -> None:
         print(summarize(args.summarize))
         return
     g = torch.Generator(device="cuda").manual_seed(0)
-    cases = gemm_cases(g) + attention_cases(g)
+    cases = gemm_cases(g) + attention_cases(g) + decode_cases(g)
     if args.only:
         keep = set(args.only.split(","))
         cases = [c for c in cases if c.name in keep]

@@ -139,11 +139,7 @@ const char* decode_grid_name(DecodeGrid g);
 // M <= kDecodeMmaMaxM, K % 8 == 0; any GPU with mma.sync bf16 (sm_80+).
 Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t stream,
                               DecodeOptions opt = {});
-// sgemm_decode's thread tiles (sgemm_decode.cu): each lane holds the partial sums of `rows` rows of W
-// for every token, with `depth` 16-byte pieces of each row in flight. kAuto: kRows4.
-enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2, kRows4D2 = 3, kRows4D3 = 4, kRows4D4 = 5,
-                                  kRows2D8 = 6 };
-constexpr int kNumSdecodeConfigs = 7;
+// sgemm_decode's thread tiles (SdecodeConfig, decode_rule.h; the layouts at run_tile in sgemm_decode.cu).
 const char* sdecode_config_name(SdecodeConfig c);
 // fp32, M <= kDecodeMmaMaxM, K % 4 == 0, 16-byte aligned A and W; sm_80+ (cp.async).
 Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream,

@@ -252,8 +252,16 @@ Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStr
 //   rows2: 2 row groups (8 FMAs per x word), two chunks of W in flight per group, four for T <= 4.
 // Deeper rings at T = 16 spilled (rows4 with 2 chunks: 372 bytes; rows2 with 4: 72 bytes).
 // 32-row CTAs are 2 row warps x 4 K-splits (rows4) or 4 x 2 (rows2); 16-row CTAs 1 x 8 or 2 x 4.
-//   rowsG_dD: one CTA per SM (255 registers), so D chunks of W per group stay in flight at every
+//   rows4_d3: one CTA per SM (255 registers), so 3 chunks of W per group stay in flight at every
 //          T; 64-row CTAs (32-row where 64-row ones would leave SMs idle).
+// auto (sdecode_auto_config, decode_rule.h): rows4_d3 at 4 and 8 tokens, rows4 otherwise. Timed by
+// solbench run (scripts/tune/specs/sdecode_depth.yaml; results/h100/issue13/2026-12-06c/sdepth,
+// results/h200/issue13/2026-12-06/sdepth): at N = K = 8192 rows4_d3 ran M = 4 and 8 in 95.8 and
+// 100.2 us on the H100 where rows4 took 109.2 and 106.8, and level on the H200 (72.9 / 77.2 against
+// 74.9 / 77.2); at M = 16 it was 5-16% slower on both, at M = 1 7% on the H100. Also measured and
+// taken out: rows4 with 2 or 4 chunks and rows2 with 8, one CTA per SM (no faster anywhere; in
+// commit 760bc39); 8 row groups a warp, one CTA per SM (half the copies of x per byte of W: 9%
+// slower at M = 16 on the H200); x copied through L1, cp.async.ca (no change, to 1%).
 template <int T, int G, int D, int kPerSm>
 Status run_tile(const MatmulArgs& g, const DecodeOptions& opt, cudaStream_t stream) {
   const int sms = sm_count();
@@ -267,12 +275,10 @@ Status run_tile(const MatmulArgs& g, const DecodeOptions& opt, cudaStream_t stre
 
 template <int T>
 Status run_tokens(const MatmulArgs& g, SdecodeConfig config, const DecodeOptions& opt, cudaStream_t stream) {
+  if (config == SdecodeConfig::kAuto) config = sdecode_auto_config(T);
   switch (config) {
     case SdecodeConfig::kRows2: return run_tile<T, 2, (T <= 4 ? 4 : 2), 2>(g, opt, stream);
-    case SdecodeConfig::kRows4D2: return run_tile<T, 4, 2, 1>(g, opt, stream);
     case SdecodeConfig::kRows4D3: return run_tile<T, 4, 3, 1>(g, opt, stream);
-    case SdecodeConfig::kRows4D4: return run_tile<T, 4, 4, 1>(g, opt, stream);
-    case SdecodeConfig::kRows2D8: return run_tile<T, 2, 8, 1>(g, opt, stream);
     default: return run_tile<T, 4, (T <= 4 ? 2 : 1), 2>(g, opt, stream);
   }
 }
@@ -286,10 +292,7 @@ const char* sdecode_config_name(SdecodeConfig c) {
     case SdecodeConfig::kAuto: return "auto";
     case SdecodeConfig::kRows4: return "rows4";
     case SdecodeConfig::kRows2: return "rows2";
-    case SdecodeConfig::kRows4D2: return "rows4_d2";
     case SdecodeConfig::kRows4D3: return "rows4_d3";
-    case SdecodeConfig::kRows4D4: return "rows4_d4";
-    case SdecodeConfig::kRows2D8: return "rows2_d8";
   }
   return "unknown";
 }
