@@ -46,6 +46,7 @@
 #   sdecode  fp32 at M <= 16: solbench run --ops gemm_decode --dtypes float32 (sgemm_decode rows4 / rows2, sgemm, cuBLAS), the gemm spec's fp32 decode case, the sgemm_decode GPU tests
 #   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
 #   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests, the gemm spec's fp32 decode case
+#   sflush   flushprobe for the fp32 and bf16 decode GEMMs and a 256 MiB copy, with a no-flush column
 #   dncu     the decode GEMM, fp32 and bf16, ours and cuBLAS's, under ncu (scripts/tune/compute_ncu.py)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
@@ -286,6 +287,10 @@ stage_gridtest() {  # the GPU test for the per-configuration grid memo (issue 13
 stage_flushprobe() {
   timeout 240 python3 scripts/tune/flush_probe.py --json "$OUT/flush_probe.json" | tee "$OUT/flush_probe.txt"
   timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_measure_gpu.py -k "flush" -rfE 2>&1 | tail -4
+}
+stage_sflush() {  # the fp32 and bf16 decode GEMMs, ours and cuBLAS's, and a copy timed after each flush mode and with none
+  timeout 150 python3 scripts/tune/flush_probe.py --only "fp32,gemm_decode_mma,copy 256" \
+    --json "$OUT/sflush_probe.json" | tee "$OUT/sflush_probe.txt"
 }
 stage_decode() {  # attention_decode beside every SDPA backend (default flush: balanced), and the decode GPU tests
   timeout 200 solbench run --ops attention_decode --dtypes bfloat16 --impls default,cudnn,flash,efficient,decode \

@@ -8,7 +8,8 @@ Nsight Compute's clean-cache durations put that at a few microseconds for calls 
 (scripts/h200/ncu_vs_events.py); this measures it directly, on the same calls under each flush mode.
 
 Each call is timed with bench() (events timer) after each flush mode (write, read, balanced: read, then
-rewrite as many bytes as the call's outputs), alternating, twice. Memory-bound calls only; the bytes are
+rewrite as many bytes as the call's outputs) and with none, alternating, twice. `--only TEXT` keeps
+the calls whose names contain TEXT (comma-separated: any of them). Memory-bound calls only; the bytes are
 what each must move (inputs read once, outputs written).
 """
 
@@ -29,7 +30,7 @@ from solbench.torch_ops.attention import sdpa
 MiB = 2**20
 
 
-MODES = ("write", "read", "balanced")
+MODES = ("write", "read", "balanced", "none")   # none: no flush (what a tight loop of calls sees)
 
 
 @dataclass
@@ -77,7 +78,16 @@ def calls() -> dict[str, tuple[int, int, Callable[[], Any]]]:
     except Exception as exc:  # the PyTorch calls alone still answer the question
         print(f"kernels_ext not loaded ({type(exc).__name__}: {exc}); timing PyTorch only", file=sys.stderr)
         return out
+    w32 = torch.randn(8192, 8192, device="cuda")
+    for m in (16, 1):
+        x = torch.randn(m, 8192, device="cuda")
+        out[f"sgemm_decode fp32 {m}x8192x8192"] = (w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
+                                                   lambda x=x: kernels_ext.sgemm_decode(x, w32))
+        out[f"cuBLAS fp32 {m}x8192x8192"] = (w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
+                                             lambda x=x: x @ w32.t())
     a16, w = _bf16(16, 8192), _bf16(8192, 8192)
+    out["gemm_decode_mma 16x8192x8192"] = (w.nbytes + a16.nbytes + 16 * 8192 * 2, 16 * 8192 * 2,
+                                           lambda: kernels_ext.gemm_decode_mma(a16, w))
     out["gemm_decode 16x8192x8192"] = (w.nbytes + a16.nbytes + 16 * 8192 * 2, 16 * 8192 * 2,
                                        lambda: kernels_ext.gemm_decode(a16, w))
     out["kernels_ext.gemv 16384x8192 B=8"] = (gemv_bytes, 8 * 16384 * 2, lambda: kernels_ext.gemv(mat, vec))
@@ -94,14 +104,20 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--only", default="", help="keep the calls whose names contain one of these (comma-separated)")
     args = p.parse_args()
+    keep = [t for t in args.only.split(",") if t]
     rows = []
     cache = TimerCache()                    # the events tare once, not once per call
     for name, (nbytes, written, fn) in calls().items():
+        if keep and not any(t in name for t in keep):
+            continue
         row = Row(name, nbytes, written, {m: [] for m in MODES})
         for _ in range(args.repeats):       # alternating, so drift in clocks hits every mode alike
             for mode in MODES:
-                m = bench(fn, flush_mode=mode, budget_s=1.0, output_bytes=written, cache=cache)
+                flushed = mode != "none"
+                m = bench(fn, flush=flushed, flush_mode=mode if flushed else "balanced", budget_s=1.0,
+                          output_bytes=written, cache=cache)
                 row.us[mode].append(m.stats.median * 1e6)
         rows.append(row)
         print(row.line(), flush=True)
