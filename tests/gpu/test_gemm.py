@@ -234,7 +234,8 @@ def test_gemm_decode_mma_refuses_what_it_cannot_read():
 # length (K = 4100: 129 chunks over 4 or 8 splits).
 SGEMM_DECODE = [(1, 256, 512), (2, 1, 96), (3, 40, 4), (5, 1000, 264), (8, 4100, 4100),
                 (9, 130, 2056), (13, 9000, 1032), (16, 8192, 512), (16, 64, 12), (4, 333, 36)]
-SDECODE_CONFIGS = ["rows4", "rows2", "rows4_d3"]
+# tf32x3 is gemm_decode_mma's tensor-core kernel on fp32 (three TF32 products per fp32 one)
+SDECODE_CONFIGS = ["rows4", "rows2", "rows4_d3", "tf32x3"]
 
 
 @pytest.mark.parametrize("m,n,k", SGEMM_DECODE)
@@ -263,7 +264,7 @@ def test_decode_prefetch_changes_no_bit(m, n, k):
     off = kernels_ext.sgemm_decode(a32, w32, "auto", "auto", 0)
     assert_normwise(off, reference(a32, w32), TOL[torch.float32], f"sgemm_decode {m}x{n}x{k}")
     for pf in (1, 4, 64):
-        for config in ("rows4", "rows2"):
+        for config in ("rows4", "rows2", "tf32x3"):
             assert torch.equal(kernels_ext.sgemm_decode(a32, w32, config, "auto", pf),
                                kernels_ext.sgemm_decode(a32, w32, config, "auto", 0)), (config, pf)
     if k % 8 == 0:
@@ -285,13 +286,14 @@ def test_gemm_takes_the_tiled_sgemm_where_sgemm_decode_cannot_read():
     assert_normwise(kernels_ext.gemm(a, w), reference(a, w), TOL[torch.float32], "gemm fp32 8x500x1023")
 
 
-def test_sgemm_decode_matches_cublas_accuracy():
+@pytest.mark.parametrize("config", ["auto", "tf32x3"])
+def test_sgemm_decode_matches_cublas_accuracy(config):
     a, w = rand((16, 8192), torch.float32, 57), rand((4096, 8192), torch.float32, 58)
     ref = reference(a, w)
-    ours = float((kernels_ext.sgemm_decode(a, w).double() - ref).norm() / ref.norm())
+    ours = float((kernels_ext.sgemm_decode(a, w, config).double() - ref).norm() / ref.norm())
     assert not torch.backends.cuda.matmul.allow_tf32, "the cuBLAS comparison needs true fp32"
     cublas = float(((a @ w.t()).double() - ref).norm() / ref.norm())
-    assert ours <= 1.5 * cublas + 1e-9, f"sgemm_decode error {ours:.2e} vs cuBLAS {cublas:.2e}"
+    assert ours <= 1.5 * cublas + 1e-9, f"sgemm_decode[{config}] error {ours:.2e} vs cuBLAS {cublas:.2e}"
 
 
 def test_sgemm_decode_refuses_what_it_cannot_read():

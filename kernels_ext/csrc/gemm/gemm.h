@@ -144,6 +144,9 @@ const char* sdecode_config_name(SdecodeConfig c);
 // fp32, M <= kDecodeMmaMaxM, K % 4 == 0, 16-byte aligned A and W; sm_80+ (cp.async).
 Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream,
                            SdecodeConfig config = SdecodeConfig::kAuto, DecodeOptions opt = {});
+// sgemm_decode's `tf32x3`: gemm_decode_mma's kernel on fp32, each product as three TF32 ones
+// (tile::mma_m16n8k8_tf32x3); the arguments as launch_sgemm_decode has checked them.
+Status launch_decode_mma_tf32x3(const MatmulArgs& args, cudaStream_t stream, DecodeOptions opt);
 // Whether sgemm_decode takes these arguments (the front door's test for fp32 at small M).
 bool sgemm_decode_supports(const MatmulArgs& args);
 

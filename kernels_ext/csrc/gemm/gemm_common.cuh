@@ -31,7 +31,9 @@ __device__ __forceinline__ void grouped_tile(int b, int tiles_m, int tiles_n, in
 
 template <class T>
 __device__ __forceinline__ float elem_to_float(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __bfloat162float(v);
   } else {
     return __half2float(v);
@@ -40,7 +42,9 @@ __device__ __forceinline__ float elem_to_float(T v) {
 
 template <class T>
 __device__ __forceinline__ T float_to_elem(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __float2bfloat16_rn(v);
   } else {
     return __float2half_rn(v);

@@ -30,14 +30,21 @@
 //     up to whole waves of resident CTAs (two per SM), so that no SM streams more of W than
 //     another: at N = K = 8192, 256 CTAs of 32 rows leave 8 of the H200's 264 slots empty and
 //     124 SMs carry 64 rows where 62.1 would do; 264 CTAs of 31-32 rows do not.
+//   - T = float is sgemm_decode's `tf32x3`: the same layout with 4 floats per 16-byte piece, two
+//     m16n8k8 TF32 steps per piece where 16-bit types take two m16n8k16 ones (the k permutation
+//     is the same: words 2s and 2s + 1 of the piece), each fp32 product as three TF32 ones
+//     (tile::mma_m16n8k8_tf32x3): about 30 instructions per 16 bytes of W at 16 tokens where the
+//     CUDA-core kernel issues 64 FMAs and 4 shared-memory reads (docs/PERF.md, 2026-12-06).
 // Row slots past a CTA's rows read its last row and are not written; tokens past M and k past K
-// are zeros in registers (never loaded). Needs K % 8 == 0 and 16-byte aligned A and W rows.
+// are zeros in registers (never loaded). Needs K a multiple of a 16-byte piece (8 16-bit
+// elements, 4 floats) and 16-byte aligned A and W rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "../tile/ldg.cuh"
 #include "../tile/mma_sync.cuh"
@@ -47,7 +54,12 @@
 namespace sk::gemm {
 namespace {
 
-constexpr int kSubChunk = 32;   // k of one mma pair: one 16-byte piece for each of a row's 4 lanes
+// Elements of T in one 16-byte piece; k of one mma pair: one piece for each of a row's 4 lanes
+// (32 k of a 16-bit type, 16 of float: two m16n8k8 tf32 steps instead of two m16n8k16 ones).
+template <class T>
+constexpr int kPer16 = 16 / static_cast<int>(sizeof(T));
+template <class T>
+constexpr int kSubChunk = 4 * kPer16<T>;
 
 // A CTA's layout: kWarps warps, kRowWarps of them side by side over rows (kGroups n8 row groups
 // each, sharing every x fragment), kWarps / kRowWarps over K. In flight per thread: kDepth chunks
@@ -72,7 +84,8 @@ struct DecodeShape {
   static constexpr tile::StreamLoad kLoad = kLoad_;
   static constexpr int kRowLanes = kRowLanes_;
   static constexpr int kSubChunks = kRowLanes / 4;             // per chunk; also W loads per group
-  static constexpr int kChunk = kSubChunk * kSubChunks;        // k per chunk
+  template <class T>
+  static constexpr int kChunkOf = kSubChunk<T> * kSubChunks;   // k per chunk
   static_assert(kRowLanes == 4 || kRowLanes == 8 || kRowLanes == 16, "4, 8 or 16 lanes per row");
   static constexpr int kKSplit = kWarps / kRowWarps;
   static constexpr int kRows = kRowWarps * kGroups * 8;   // W rows per CTA
@@ -154,7 +167,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   constexpr int kRows = S::kRows;
   constexpr int R = S::kRowLanes;
   constexpr int I = S::kSubChunks;
-  constexpr int kChunk = S::kChunk;
+  constexpr int kChunk = S::template kChunkOf<T>;
   constexpr int kStride = S::kInterleave ? kKSplit : 1;   // chunks between a split's neighbours
   __shared__ float red[kKSplit][16][kRows];
 
@@ -168,8 +181,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   const int base = S::kInterleave ? q : min(q * p.per_split, p.chunks);
   const int c_end = S::kInterleave ? p.chunks : min(base + p.per_split, p.chunks);
   const int n_chunks = S::kInterleave ? (p.chunks - q + kKSplit - 1) / kKSplit : c_end - base;
-  const int wofs = 8 * (lane % R);   // this lane's first element of W within a chunk
-  const int xofs = 8 * t;            // and of x within a sub-chunk
+  const int wofs = kPer16<T> * (lane % R);   // this lane's first element of W within a chunk
+  const int xofs = kPer16<T> * t;            // and of x within a sub-chunk
 
   // Row pointers at this lane's pieces of chunk `base` (load i of group r: row 8 r + P i + lane / R
   // of the row warp's), advanced by D chunks of the split per round.
@@ -196,7 +209,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
             static_cast<int64_t>(base) * kChunk + xofs;
   }
   // A piece of the split's chunk i exists when it starts before the split's end and before K
-  // (K % 8 == 0: a piece is wholly in or wholly out): i * kStride * kChunk + its offset < lim.
+  // (K a multiple of kPer16: a piece is wholly in or wholly out): i * kStride * kChunk + its offset < lim.
   const int lim = min(c_end * kChunk, p.k) - base * kChunk;
   const uint64_t once = tile::l2_policy_evict_first();
   // L2 prefetch: lane l < 8 G asks for the line of the row warp's row l, p.prefetch chunks ahead
@@ -224,10 +237,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
   auto load_x = [&](uint4 (&dst)[I][2], int i, int j) {
 #pragma unroll
     for (int sc = 0; sc < I; ++sc) {
-      const bool ok = i * kStride * kChunk + kSubChunk * sc + xofs < lim;
+      const bool ok = i * kStride * kChunk + kSubChunk<T> * sc + xofs < lim;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        dst[sc][h] = tile::ldg_16_if(xp[h] + j * kStride * kChunk + kSubChunk * sc, ok && xlive[h]);
+        dst[sc][h] = tile::ldg_16_if(xp[h] + j * kStride * kChunk + kSubChunk<T> * sc, ok && xlive[h]);
       }
     }
   };
@@ -255,15 +268,34 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
       for (int sc = 0; sc < I; ++sc) {
         const uint4& xg = xq[u % XD][sc][0];
         const uint4& xg8 = xq[u % XD][sc][1];
+        // Step s's A fragment: 16-bit pairs (k 2t, 2t + 1 and 2t + 8, 2t + 9 of the step), or for
+        // float single k (t and t + 4); either way words 2s and 2s + 1 of the piece.
+        uint32_t a[2][4];
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          a[s][0] = s == 0 ? xg.x : xg.z;
+          a[s][1] = s == 0 ? xg8.x : xg8.z;
+          a[s][2] = s == 0 ? xg.y : xg.w;
+          a[s][3] = s == 0 ? xg8.y : xg8.w;
+        }
+        [[maybe_unused]] uint32_t a_lo[2][4];
+        if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+          for (int s = 0; s < 2; ++s) tile::tf32_split(a[s], a_lo[s]);   // each x word feeds G groups
+        }
 #pragma unroll
         for (int r = 0; r < G; ++r) {
           const uint4 wv = gather_row<R>(wq[u][r], sc, lane);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
-            const uint32_t a[4] = {s == 0 ? xg.x : xg.z, s == 0 ? xg8.x : xg8.z,
-                                   s == 0 ? xg.y : xg.w, s == 0 ? xg8.y : xg8.w};
-            const uint32_t b[2] = {s == 0 ? wv.x : wv.z, s == 0 ? wv.y : wv.w};
-            tile::mma_m16n8k16<T>(acc[r], a, b);
+            uint32_t b[2] = {s == 0 ? wv.x : wv.z, s == 0 ? wv.y : wv.w};
+            if constexpr (std::is_same_v<T, float>) {
+              uint32_t b_lo[2];
+              tile::tf32_split(b, b_lo);
+              tile::mma_m16n8k8_tf32x3(acc[r], a[s], a_lo[s], b, b_lo);
+            } else {
+              tile::mma_m16n8k16<T>(acc[r], a[s], b);
+            }
           }
         }
       }
@@ -316,12 +348,14 @@ Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0
   p.lda = g.lda;
   p.ldw = g.ldw;
   p.ldc = g.ldc;
-  p.chunks = static_cast<int>((g.k + S::kChunk - 1) / S::kChunk);
+  constexpr int kChunk = S::template kChunkOf<T>;
+  p.chunks = static_cast<int>((g.k + kChunk - 1) / kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
   p.ctas = static_cast<int>(ctas > 0 ? ctas : (g.n + S::kRows - 1) / S::kRows);
   p.prefetch = prefetch;
   gemm_decode_mma_kernel<T, S><<<static_cast<unsigned>(p.ctas), S::kThreads, 0, stream>>>(p);
-  return from_cuda(cudaGetLastError(), "launching gemm_decode_mma");
+  return from_cuda(cudaGetLastError(), std::is_same_v<T, float> ? "launching sgemm_decode (tf32x3)"
+                                                                 : "launching gemm_decode_mma");
 }
 
 // 32-row CTAs unless they would fill under three quarters of the SMs' two CTA slots.
@@ -368,6 +402,11 @@ Status launch_gemm_decode_mma(DType dt, const MatmulArgs& args, cudaStream_t str
   if (dt == DType::kBFloat16) return run_decode_mma_shape<__nv_bfloat16>(args, stream, opt);
   if (dt == DType::kFloat16) return run_decode_mma_shape<__half>(args, stream, opt);
   return fail("gemm_decode_mma takes bfloat16 or float16 inputs");
+}
+
+Status launch_decode_mma_tf32x3(const MatmulArgs& args, cudaStream_t stream, DecodeOptions opt) {
+  // sgemm_decode has checked M, K, the strides and the alignment (the same 16-byte pieces).
+  return run_decode_mma_shape<float>(args, stream, opt);
 }
 
 }  // namespace sk::gemm

@@ -293,6 +293,7 @@ const char* sdecode_config_name(SdecodeConfig c) {
     case SdecodeConfig::kRows4: return "rows4";
     case SdecodeConfig::kRows2: return "rows2";
     case SdecodeConfig::kRows4D3: return "rows4_d3";
+    case SdecodeConfig::kTf32x3: return "tf32x3";
   }
   return "unknown";
 }
@@ -319,6 +320,7 @@ Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream, SdecodeC
   if (cc != 0 && cc < 80) {
     return fail("sgemm_decode needs compute capability 8.0 or later (cp.async)", cudaErrorNotSupported);
   }
+  if (config == SdecodeConfig::kTf32x3) return launch_decode_mma_tf32x3(args, stream, opt);
   switch (sgemm_decode_tokens(args.m)) {
     case 1: return run_tokens<1>(args, config, opt, stream);
     case 2: return run_tokens<2>(args, config, opt, stream);

@@ -59,6 +59,48 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
 #endif
 }
 
+// fp32 on the tensor cores, three TF32 products to one fp32 one ("3xTF32"): each float x splits
+// into hi = x rounded to TF32 (10 mantissa bits) and lo = (x - hi) rounded to TF32, and
+// a b = a_hi b_hi + a_hi b_lo + a_lo b_hi + a_lo b_lo, the last term (about 2^-22 of a b) dropped.
+// Words hold the floats' bits (the mma's operand registers): hi is rounded in place, lo written.
+template <int N>
+__device__ __forceinline__ void tf32_split(uint32_t (&hi)[N], uint32_t (&lo)[N]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float x = __uint_as_float(hi[i]);
+    uint32_t h, l;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(h) : "f"(x));
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(l) : "f"(x - __uint_as_float(h)));
+    hi[i] = h;
+    lo[i] = l;
+  }
+#endif
+}
+
+// D += A B for one m16n8k8 step in TF32 (fp32 accumulate); the fragments are mma_m16n8k16's with
+// one 32-bit element per register: a = {A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]},
+// b = {B[t][g], B[t + 4][g]} for lane (g, t) = (lane / 4, lane % 4).
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// The 3xTF32 step on split operands (tf32_split): the two small cross terms, then the large one.
+__device__ __forceinline__ void mma_m16n8k8_tf32x3(float (&d)[4], const uint32_t (&a_hi)[4],
+                                                   const uint32_t (&a_lo)[4], const uint32_t (&b_hi)[2],
+                                                   const uint32_t (&b_lo)[2]) {
+  mma_m16n8k8_tf32(d, a_lo, b_hi);
+  mma_m16n8k8_tf32(d, a_hi, b_lo);
+  mma_m16n8k8_tf32(d, a_hi, b_hi);
+}
+
 // B operand given as two registers taken from an ldmatrix.x4 result (b0, b1).
 template <class T>
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
