@@ -176,7 +176,7 @@ def clock_probe(case: Case, monitor: ClockMonitor, seconds: float = 2.0) -> Cloc
 
 
 SUMMARY_METRICS = (
-    ("ms", "gpu__time_duration.sum", 1.0),
+    ("us", "gpu__time_duration.sum", 1.0),   # scaled from the unit ncu chose (TIME_UNITS_US)
     ("SM GHz", "sm__cycles_elapsed.avg.per_second", 1.0),
     ("issue%", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1.0),
     ("tensor%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
@@ -188,6 +188,8 @@ SUMMARY_METRICS = (
     ("L1%", "l1tex__throughput.avg.pct_of_peak_sustained_active", 1.0),
     ("warps/SM", "sm__warps_active.avg.per_cycle_active", 1.0),
 )
+TIME_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+                 "s": 1e6, "second": 1e6}
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 
 
@@ -205,7 +207,10 @@ def summarize(path: str) -> str:
 
     def num(row: list[str], col: str) -> float:
         v = row[hdr.index(col)].replace(",", "") if col in hdr else ""
-        return float(v) if v else float("nan")
+        if not v:
+            return float("nan")
+        unit = rows[1][hdr.index(col)]
+        return float(v) * (TIME_UNITS_US.get(unit, float("nan")) if col == "gpu__time_duration.sum" else 1.0)
 
     names = [short_name(r[hdr.index("Kernel Name")]) for r in data]
     out = [f"{'':18}" + "".join(f"{n:>30}" for n in names)]
