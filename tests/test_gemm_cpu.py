@@ -303,3 +303,23 @@ def test_decode_rule_deals_rows_as_documented(tmp_path):
     CTA threshold, sgemm_decode's token templates and its automatic thread tile."""
     run = run_host_check(tmp_path, DECODE_RULE_CHECK)
     assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr
+
+
+def test_tf32x3_error_model():
+    """scripts/dev/tf32x3_error_model.py, the CPU model PERF cites for sgemm_decode's tf32x3: its
+    TF32 rounding is cvt.rna's (10 mantissa bits, ties away from zero), hi + lo keeps about 22 bits,
+    and the three-product sum lands under fp32 summed one k at a time, far under plain TF32."""
+    import numpy as np
+
+    model = _load_script("tf32x3_error_model")
+    f = np.array([1.5, 1 + 2**-10, 1 + 2**-11, -(1 + 2**-11), 1 + 3 * 2**-12, 1 + 2**-12], np.float32)
+    want = np.array([1.5, 1 + 2**-10, 1 + 2**-10, -(1 + 2**-10), 1 + 2**-10, 1.0], np.float32)
+    assert np.array_equal(model.to_tf32(f), want)
+    x = np.random.default_rng(1).standard_normal(4096).astype(np.float32)
+    hi = model.to_tf32(x)
+    lo = model.to_tf32(x - hi)
+    assert np.max(np.abs((hi.astype(np.float64) + lo - x) / x)) < 2.0**-21
+    e = model.errors()
+    assert e["3xTF32, k8 steps"] < e["fp32, one k at a time"] < 1e-5
+    assert e["1xTF32, k8 steps"] > 100 * e["3xTF32, k8 steps"]
+

@@ -36,8 +36,8 @@ def stepped(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     return acc
 
 
-def main() -> None:
-    rng = np.random.default_rng(0)
+def errors(seed: int = 0) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal((M, K)).astype(np.float32)
     w = rng.standard_normal((N, K)).astype(np.float32)
     ref = x.astype(np.float64) @ w.astype(np.float64).T
@@ -46,9 +46,14 @@ def main() -> None:
         seq = (seq + np.outer(x[:, k], w[:, k]).astype(np.float32)).astype(np.float32)
     xh, wh = to_tf32(x), to_tf32(w)
     xl, wl = to_tf32(x - xh), to_tf32(w - wh)
-    print(f"fp32, one k at a time   {normwise(seq, ref):.2e}")
-    print(f"3xTF32, k8 steps        {normwise(stepped([(xl, wh), (xh, wl), (xh, wh)]), ref):.2e}")
-    print(f"1xTF32, k8 steps        {normwise(stepped([(xh, wh)]), ref):.2e}")
+    return {"fp32, one k at a time": normwise(seq, ref),
+            "3xTF32, k8 steps": normwise(stepped([(xl, wh), (xh, wl), (xh, wh)]), ref),
+            "1xTF32, k8 steps": normwise(stepped([(xh, wh)]), ref)}
+
+
+def main() -> None:
+    for name, e in errors().items():
+        print(f"{name:24}{e:.2e}")
 
 
 if __name__ == "__main__":
