@@ -1,10 +1,11 @@
 // How the two register-streaming decode kernels (gemm_decode_mma: 16-bit, sgemm_decode: fp32)
 // deal W's rows to CTAs, and which CTA shape they take. Plain C++, so the CPU tests check it.
 //
-// Both kernels run 256-thread CTAs, two per SM, each over a fixed number of W rows (32, or 16
-// where 32-row CTAs would leave SMs idle), K split over the CTA's warps. The grid:
+// Both kernels run 256-thread CTAs, two per SM (sgemm_decode's rows4_d3: one), each over a fixed
+// number of W rows (32, or 16 where 32-row CTAs would leave SMs idle; rows4_d3: 64, or 32), K
+// split over the CTA's warps. The grid:
 //   tiles: one CTA per row tile, G = ceil(N / rows);
-//   waves: G rounded up to whole waves of resident CTAs (two per SM), the rows spread evenly, so
+//   waves: G rounded up to whole waves of resident CTAs, the rows spread evenly, so
 //          that no SM streams more of W than another (at N = K = 8192 on 132 SMs, 256 CTAs of 32
 //          rows leave 8 of the 264 slots empty; 264 CTAs of 31-32 rows do not);
 //   auto:  waves where the row tiles fill at least half of one wave (so a CTA keeps at least half

@@ -17,7 +17,8 @@
 //   - CTA = 8 warps: kRowWarps side by side over rows, 8 / kRowWarps K-splits (as in
 //     gemm_decode_mma). A warp's sums are added over its 8 k lanes by xor shuffles, then the
 //     K-splits through shared memory in split order: deterministic, one kernel, no workspace.
-//   - The grid and the 16- or 32-row CTA come from decode_rule.h, as for gemm_decode_mma.
+//   - The grid and the CTA height (halved where full-height CTAs would leave SMs idle) come from
+//     decode_rule.h, as for gemm_decode_mma.
 // Rows past a CTA's rows read its last row and are not written; tokens past M and k past K are
 // zeros (copies zero-filled, loads predicated off). Needs K % 4 == 0 and 16-byte aligned A and W
 // rows (a piece is wholly inside or outside K).
