@@ -308,7 +308,8 @@ def test_decode_rule_deals_rows_as_documented(tmp_path):
 def test_tf32x3_error_model():
     """scripts/dev/tf32x3_error_model.py, the CPU model PERF cites for sgemm_decode's tf32x3: its
     TF32 rounding is cvt.rna's (10 mantissa bits, ties away from zero), hi + lo keeps about 22 bits,
-    and the three-product sum lands under fp32 summed one k at a time, far under plain TF32."""
+    the three-product sum lands under fp32 summed one k at a time, far under plain TF32, and the
+    mma's round-toward-zero sums need a fresh accumulator per piece."""
     import numpy as np
 
     model = _load_script("tf32x3_error_model")
@@ -322,4 +323,10 @@ def test_tf32x3_error_model():
     e = model.errors()
     assert e["3xTF32, k8 steps"] < e["fp32, one k at a time"] < 1e-5
     assert e["1xTF32, k8 steps"] > 100 * e["3xTF32, k8 steps"]
+    # the tensor cores round each mma's sum toward zero: into one K-long sum that bias builds up
+    # (what the H100 showed); a fresh accumulator per 16-k piece keeps it under fp32's error
+    assert e["3xTF32 mma RZ, one accumulator"] > 10 * e["3xTF32 mma RZ, fresh per 16 k"]
+    assert e["3xTF32 mma RZ, fresh per 16 k"] < e["fp32, one k at a time"]
+    assert np.array_equal(model.to_fp32_toward_zero(np.array([1 + 2.0**-30, -(1 + 2.0**-30)])),
+                          np.array([1.0, -1.0], np.float32))
 

@@ -112,6 +112,9 @@ struct DecodeShape {
 //    did 128-byte rows with K-splits interleaved, so Rows32 keeps the mma's layout and the hints.
 using Rows32 = DecodeShape<8, 2, 2, 4>;
 using Rows16 = DecodeShape<8, 1, 2, 2, false, tile::StreamLoad::kNoAllocate, 8>;
+// tf32x3's 16-row CTA keeps Rows32's lane layout: Rows16's row shuffles, with the split operands
+// and a piece's accumulator, need more than 128 registers (16 bytes spilled, nvcc 13.0, sm_90a).
+using Rows16F = DecodeShape<8, 1, 2, 4>;
 constexpr int kDecodeMmaPrefetch = 0;   // L2 prefetch distance (chunks) when none is asked
 
 struct DecodeMmaArgs {
@@ -286,16 +289,25 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
 #pragma unroll
         for (int r = 0; r < G; ++r) {
           const uint4 wv = gather_row<R>(wq[u][r], sc, lane);
+          // float: the piece's six TF32 products go into a fresh accumulator, added to acc with
+          // round-to-nearest FADDs. The mma rounds its sums toward zero, so six per 16 k straight
+          // into a K-long sum biased it: 7.2e-6 normwise at K = 8192 on an H100 against cuBLAS
+          // fp32's 5.7e-7 (the error model, scripts/dev/tf32x3_error_model.py: 1.9e-5 and 2.5e-7).
+          [[maybe_unused]] float piece[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             uint32_t b[2] = {s == 0 ? wv.x : wv.z, s == 0 ? wv.y : wv.w};
             if constexpr (std::is_same_v<T, float>) {
               uint32_t b_lo[2];
               tile::tf32_split(b, b_lo);
-              tile::mma_m16n8k8_tf32x3(acc[r], a[s], a_lo[s], b, b_lo);
+              tile::mma_m16n8k8_tf32x3(piece, a[s], a_lo[s], b, b_lo);
             } else {
               tile::mma_m16n8k16<T>(acc[r], a[s], b);
             }
+          }
+          if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][i] += piece[i];
           }
         }
       }
@@ -364,8 +376,9 @@ Status run_decode_mma_shape(const MatmulArgs& g, cudaStream_t stream, const Deco
   const int sms = sm_count();
   const int prefetch = decode_prefetch_chunks(opt, kDecodeMmaPrefetch);
   if (decode_prefers_rows16(g.n, sms)) {
-    return run_decode_mma<T, Rows16>(g, stream, decode_ctas(g.n, Rows16::kRows, Rows16::kMinBlocks, opt.grid, sms),
-                                     prefetch);
+    using R16 = std::conditional_t<std::is_same_v<T, float>, Rows16F, Rows16>;
+    return run_decode_mma<T, R16>(g, stream, decode_ctas(g.n, R16::kRows, R16::kMinBlocks, opt.grid, sms),
+                                  prefetch);
   }
   return run_decode_mma<T, Rows32>(g, stream, decode_ctas(g.n, Rows32::kRows, Rows32::kMinBlocks, opt.grid, sms),
                                    prefetch);
