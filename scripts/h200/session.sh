@@ -46,8 +46,9 @@
 #   sdecode  fp32 at M <= 16: solbench run --ops gemm_decode --dtypes float32 (sgemm_decode rows4 / rows2, sgemm, cuBLAS), the gemm spec's fp32 decode case, the sgemm_decode GPU tests
 #   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
 #   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests, the gemm spec's fp32 decode case
+#   tf3      sgemm_decode's tf32x3 and rows4_xlast: their GPU tests, a short sdecode_depth sweep, the flush probe
 #   sflush   flushprobe for the fp32 and bf16 decode GEMMs and a 256 MiB copy, with a no-flush column
-#   dncu     the decode GEMM, fp32 and bf16, ours and cuBLAS's, under ncu (scripts/tune/compute_ncu.py)
+#   dncu     the decode GEMM, fp32 (CUDA cores and tf32x3) and bf16, ours and cuBLAS's, under ncu (scripts/tune/compute_ncu.py; DNCU_ONLY=names)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
 #   dtimeline  attention_decode, cuDNN and a plain read kernel by kernel under torch.profiler (scripts/tune/decode_timeline.py)
 #   dprobe   the decode GEMM's CTA shapes beside cuBLAS and a plain read (scripts/tune/decode_probe.cu)
@@ -334,9 +335,16 @@ stage_sdepth() {  # sgemm_decode's thread tiles, two CTAs per SM and one (script
     --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/gemm_fp32_decode_case.json"
 }
+stage_tf3() {  # sgemm_decode's tf32x3 and rows4_xlast beside rows4 and cuBLAS: their GPU tests, a short sweep, the flush probe
+  timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py \
+    -k "sgemm_decode and (tf32x3 or xlast or accuracy)" --junitxml "$OUT/tf3_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
+  timeout 120 solbench run --specs scripts/tune/specs --ops sdecode_depth --impls eager,rows4,tf32x3,rows4_xlast \
+    --budget 0.2 --timeout 100 --json "$OUT/sdecode_tf3.json" --out $RUNS
+  timeout 60 python3 scripts/tune/flush_probe.py --only "sgemm_decode" --json "$OUT/tf3_flush.json" | tee "$OUT/tf3_flush.txt"
+}
 stage_dncu() {  # the decode GEMM (fp32 and bf16, ours and cuBLAS) under ncu (full set, real clocks), and the summary table
   timeout 200 ncu --profile-from-start off --clock-control none --set full -o "$OUT/decode_ncu" python3 scripts/tune/compute_ncu.py \
-    --only sdecode_rows4_m16,sdecode_rows4_d3_m16,cublas_fp32_m16,sdecode_rows4_m1,decode_mma_m16,cublas_bf16_m16 || return 1
+    --only "${DNCU_ONLY:-sdecode_rows4_m16,sdecode_rows4_d3_m16,sdecode_tf32x3_m16,cublas_fp32_m16,sdecode_rows4_m1,decode_mma_m16,cublas_bf16_m16}" || return 1
   ncu --import "$OUT/decode_ncu.ncu-rep" --page raw --csv > "$OUT/decode_ncu_raw.csv"
   python3 scripts/tune/compute_ncu.py --summarize "$OUT/decode_ncu_raw.csv" | tee "$OUT/decode_ncu_summary.txt"
 }

@@ -89,6 +89,7 @@ def attention_cases(g: torch.Generator) -> list[Case]:
 def decode_cases(g: torch.Generator) -> list[Case]:
     """The decode GEMM at M = 16 (and 1), N = K = 8192: memory-bound, so `flops` is unused."""
     n = k = 8192
+    torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS fp32 is the fp32 baseline, not TF32
     w32 = torch.randn(n, k, generator=g, device="cuda")
     x16, x1 = (torch.randn(m, k, generator=g, device="cuda") for m in (16, 1))
     w16, xb = w32.bfloat16(), x16.bfloat16()
@@ -98,6 +99,7 @@ def decode_cases(g: torch.Generator) -> list[Case]:
     return [
         Case("sdecode_rows4_m16", flops, lambda: kernels_ext.sgemm_decode(x16, w32, "rows4"), want16, 1e-5),
         Case("sdecode_rows4_d3_m16", flops, lambda: kernels_ext.sgemm_decode(x16, w32, "rows4_d3"), want16, 1e-5),
+        Case("sdecode_tf32x3_m16", flops, lambda: kernels_ext.sgemm_decode(x16, w32, "tf32x3"), want16, 1e-5),
         Case("cublas_fp32_m16", flops, lambda: x16 @ w32.T, want16, 1e-5),
         Case("sdecode_rows4_m1", flops / 16, lambda: kernels_ext.sgemm_decode(x1, w32, "rows4"), want1, 1e-5),
         Case("decode_mma_m16", flops, lambda: kernels_ext.gemm_decode_mma(xb, w16), wantb, 1e-2),

@@ -69,8 +69,9 @@ inline int sgemm_decode_tokens(int64_t m) {
 // tile with 3 chunks of W in flight at 4 and 8 tokens, rows4 (two CTAs per SM) elsewhere. The
 // measurement is at run_tile in sgemm_decode.cu.
 // kTf32x3 is not a thread tile: gemm_decode_mma's kernel, fp32 as three TF32 products (never auto's).
-enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2, kRows4D3 = 3, kTf32x3 = 4 };
-constexpr int kNumSdecodeConfigs = 5;
+// kRows4XLast: rows4 with x's L2 lines marked evict_last (never auto's).
+enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2, kRows4D3 = 3, kTf32x3 = 4, kRows4XLast = 5 };
+constexpr int kNumSdecodeConfigs = 6;
 inline SdecodeConfig sdecode_auto_config(int tokens) {
   return tokens == 4 || tokens == 8 ? SdecodeConfig::kRows4D3 : SdecodeConfig::kRows4;
 }
