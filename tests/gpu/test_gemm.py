@@ -296,6 +296,44 @@ def test_sgemm_decode_matches_cublas_accuracy(config):
     assert ours <= 1.5 * cublas + 1e-9, f"sgemm_decode[{config}] error {ours:.2e} vs cuBLAS {cublas:.2e}"
 
 
+def _with_specials(case, m, n, k):
+    """x (m x k) and W (n x k) fp32 with special values planted so that every output is the same
+    whatever the summation order: one inf or NaN per dot product at most, or one product near the
+    float32 limit beside small ones."""
+    a, w = rand((m, k), torch.float32, 65), rand((n, k), torch.float32, 66)
+    if case == "w":   # CTAs 0 and 7 meet specials, the others run the TF32 path
+        w[5, 20], w[7, 30], w[250, 1] = float("-inf"), float("nan"), float("inf")
+    elif case == "x":   # every CTA: an inf, and a value that rounds to inf as TF32
+        a[3, 10], a[m - 1, 40] = float("inf"), 3.4027e38
+    else:   # "overflow": finite inputs whose product overflows, in one output only
+        a[2, 0], w[100, 0] = 1e20, 1e20
+    return a, w
+
+
+def assert_ieee_like(out, want, what):
+    """NaN where cuBLAS fp32 has NaN, the same infinities, and the finite rest within TOL."""
+    assert torch.equal(torch.isnan(out), torch.isnan(want)), f"{what}: NaN pattern differs"
+    inf = torch.isinf(want)
+    assert torch.equal(torch.isinf(out), inf), f"{what}: inf pattern differs"
+    assert torch.equal(out[inf], want[inf]), f"{what}: an inf has the wrong sign"
+    fin = torch.isfinite(want)
+    assert_normwise(out[fin], want[fin].double(), TOL[torch.float32], f"{what} (finite outputs)")
+
+
+@pytest.mark.parametrize("case", ["w", "x", "overflow"])
+@pytest.mark.parametrize("m", [16, 5])
+@pytest.mark.parametrize("config", ["auto"] + SDECODE_CONFIGS)
+def test_sgemm_decode_keeps_ieee_specials(case, m, config):
+    # tf32x3's split of an inf is inf + NaN: its CTAs redo such rows in fp32 FMAs
+    assert not torch.backends.cuda.matmul.allow_tf32, "the cuBLAS comparison needs true fp32"
+    a, w = _with_specials(case, m, 300, 512)
+    want = a @ w.t()
+    assert (~torch.isfinite(want)).any(), "the planted specials reach no output"
+    assert_ieee_like(kernels_ext.sgemm_decode(a, w, config), want, f"sgemm_decode[{config}] {case} M={m}")
+    if config == "auto":
+        assert_ieee_like(kernels_ext.gemm(a, w), want, f"gemm fp32 {case} M={m}")
+
+
 def test_sgemm_decode_refuses_what_it_cannot_read():
     f32 = torch.float32
     with pytest.raises(ValueError, match="M <= 16"):

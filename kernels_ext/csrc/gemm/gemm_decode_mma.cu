@@ -161,6 +161,27 @@ __device__ __forceinline__ uint4 gather_row(const uint4 (&v)[R / 4], int q, int 
   }
 }
 
+// tf32x3's exact path: the CTA's outputs (rows [row0, row0 + rows), every token) in fp32 FMAs, a
+// warp per row. Taken only when a partial sum came out inf or NaN: an inf (or a value that rounds
+// to inf as TF32) in x or W gives a NaN lo part (inf - inf), and the three products cannot tell an
+// inf from an overflow, so the CTA redoes its rows the way IEEE fp32 (and cuBLAS) would.
+__device__ __forceinline__ void decode_rows_exact_fp32(const DecodeMmaArgs& p, int row0, int rows) {
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const float* x = static_cast<const float*>(p.a);
+  float* c = static_cast<float*>(p.c);
+  for (int r = warp; r < rows; r += warps) {
+    const float* w = static_cast<const float*>(p.w) + static_cast<int64_t>(row0 + r) * p.ldw;
+    for (int token = 0; token < p.m; ++token) {
+      const float* xt = x + static_cast<int64_t>(token) * p.lda;
+      float sum = 0.0f;
+      for (int k = lane; k < p.k; k += 32) sum = fmaf(xt[k], w[k], sum);
+      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0) c[static_cast<int64_t>(token) * p.ldc + row0 + r] = sum;
+    }
+  }
+}
+
 template <class T, class S>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_kernel(const DecodeMmaArgs p) {
   constexpr int D = S::kDepth;
@@ -335,15 +356,34 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
     red[q][g + 8][rl + 1] = acc[r][3];
   }
   __syncthreads();
-  T* c = static_cast<T*>(p.c);
-  for (int e = static_cast<int>(threadIdx.x); e < 16 * kRows; e += S::kThreads) {
-    const int token = e / kRows, rl = e % kRows;
-    const int n = cta_row + rl;
-    if (token >= p.m || rl >= cta_rows) continue;
-    float sum = 0.0f;
+  // Each thread's outputs summed in split order first: tf32x3 checks them all before any is
+  // written (acc is dead by then, which keeps the main loop's registers).
+  constexpr int kPerThread = (16 * kRows + S::kThreads - 1) / S::kThreads;
+  float sum[kPerThread];
+  [[maybe_unused]] bool finite = true;
 #pragma unroll
-    for (int s = 0; s < kKSplit; ++s) sum += red[s][token][rl];
-    c[static_cast<int64_t>(token) * p.ldc + n] = float_to_elem<T>(sum);
+  for (int j = 0; j < kPerThread; ++j) {
+    const int e = static_cast<int>(threadIdx.x) + j * S::kThreads;
+    const int token = e / kRows, rl = e % kRows;
+    sum[j] = 0.0f;
+    if (e >= 16 * kRows || token >= p.m || rl >= cta_rows) continue;
+#pragma unroll
+    for (int s = 0; s < kKSplit; ++s) sum[j] += red[s][token][rl];
+    finite = finite && isfinite(sum[j]);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (__syncthreads_or(!finite)) {
+      decode_rows_exact_fp32(p, cta_row, cta_rows);
+      return;
+    }
+  }
+  T* c = static_cast<T*>(p.c);
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int e = static_cast<int>(threadIdx.x) + j * S::kThreads;
+    const int token = e / kRows, rl = e % kRows;
+    if (e >= 16 * kRows || token >= p.m || rl >= cta_rows) continue;
+    c[static_cast<int64_t>(token) * p.ldc + cta_row + rl] = float_to_elem<T>(sum[j]);
   }
 }
 

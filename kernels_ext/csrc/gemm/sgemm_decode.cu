@@ -262,7 +262,12 @@ Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStr
 // 32-row CTAs are 2 row warps x 4 K-splits (rows4) or 4 x 2 (rows2); 16-row CTAs 1 x 8 or 2 x 4.
 //   rows4_d3: one CTA per SM (255 registers), so 3 chunks of W per group stay in flight at every
 //          T; 64-row CTAs (32-row where 64-row ones would leave SMs idle).
-// auto (sdecode_auto_config, decode_rule.h): rows4_d3 at 4 and 8 tokens, rows4 otherwise. Timed by
+// auto (sdecode_auto_config, decode_rule.h): tf32x3 at 16 tokens, rows4_d3 at 4 and 8, rows4 at 1
+// and 2. tf32x3 (stage tf3, results/h100/issue13/2026-12-07/call1/tf3) ran M = 16 at N = K = 8192
+// in 100.8 us on an H100 where rows4 took 116.2 (1.15x; 1.13x at N = 4096, K = 14336 and 1.15x at
+// N = 16384), its error 2.5e-7 against rows4's 2.9e-7 and cuBLAS fp32's 5.8e-7; at M = 4 and 8 it
+// was level with rows4_d3 (96.7 / 97.2 us against 95.5 / 100.6 the day before), at M = 1 6% slower
+// than rows4 (96.2 against 90.8). Timed by
 // solbench run (scripts/tune/specs/sdecode_depth.yaml; results/h100/issue13/2026-12-06c/sdepth,
 // results/h200/issue13/2026-12-06/sdepth): at N = K = 8192 rows4_d3 ran M = 4 and 8 in 95.8 and
 // 100.2 us on the H100 where rows4 took 109.2 and 106.8, and level on the H200 (72.9 / 77.2 against
@@ -287,7 +292,6 @@ Status run_tile(const MatmulArgs& g, const DecodeOptions& opt, cudaStream_t stre
 
 template <int T>
 Status run_tokens(const MatmulArgs& g, SdecodeConfig config, const DecodeOptions& opt, cudaStream_t stream) {
-  if (config == SdecodeConfig::kAuto) config = sdecode_auto_config(T);
   switch (config) {
     case SdecodeConfig::kRows2: return run_tile<T, 2, (T <= 4 ? 4 : 2), 2>(g, opt, stream);
     case SdecodeConfig::kRows4D3: return run_tile<T, 4, 3, 1>(g, opt, stream);
@@ -334,6 +338,7 @@ Status launch_sgemm_decode(const MatmulArgs& args, cudaStream_t stream, SdecodeC
   if (cc != 0 && cc < 80) {
     return fail("sgemm_decode needs compute capability 8.0 or later (cp.async)", cudaErrorNotSupported);
   }
+  if (config == SdecodeConfig::kAuto) config = sdecode_auto_config(sgemm_decode_tokens(args.m));
   if (config == SdecodeConfig::kTf32x3) return launch_decode_mma_tf32x3(args, stream, opt);
   switch (sgemm_decode_tokens(args.m)) {
     case 1: return run_tokens<1>(args, config, opt, stream);
