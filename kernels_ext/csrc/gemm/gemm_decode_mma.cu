@@ -356,34 +356,29 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
     red[q][g + 8][rl + 1] = acc[r][3];
   }
   __syncthreads();
-  // Each thread's outputs summed in split order first: tf32x3 checks them all before any is
-  // written (acc is dead by then, which keeps the main loop's registers).
-  constexpr int kPerThread = (16 * kRows + S::kThreads - 1) / S::kThreads;
-  float sum[kPerThread];
-  [[maybe_unused]] bool finite = true;
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * S::kThreads;
-    const int token = e / kRows, rl = e % kRows;
-    sum[j] = 0.0f;
-    if (e >= 16 * kRows || token >= p.m || rl >= cta_rows) continue;
-#pragma unroll
-    for (int s = 0; s < kKSplit; ++s) sum[j] += red[s][token][rl];
-    finite = finite && isfinite(sum[j]);
-  }
   if constexpr (std::is_same_v<T, float>) {
+    // tf32x3: an inf or NaN in any of the CTA's partial sums (what an inf or NaN input leaves)
+    // sends the whole CTA to the exact path; the loop below, the one every type runs, is
+    // untouched. Pad slots are checked too: a pad row repeats a real row, a pad token is zeros
+    // times the same W, so they flag nothing the real ones would not.
+    bool finite = true;
+    for (int e = static_cast<int>(threadIdx.x); e < kKSplit * 16 * kRows; e += S::kThreads) {
+      finite = finite && isfinite((&red[0][0][0])[e]);
+    }
     if (__syncthreads_or(!finite)) {
       decode_rows_exact_fp32(p, cta_row, cta_rows);
       return;
     }
   }
   T* c = static_cast<T*>(p.c);
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    const int e = static_cast<int>(threadIdx.x) + j * S::kThreads;
+  for (int e = static_cast<int>(threadIdx.x); e < 16 * kRows; e += S::kThreads) {
     const int token = e / kRows, rl = e % kRows;
-    if (e >= 16 * kRows || token >= p.m || rl >= cta_rows) continue;
-    c[static_cast<int64_t>(token) * p.ldc + cta_row + rl] = float_to_elem<T>(sum[j]);
+    const int n = cta_row + rl;
+    if (token >= p.m || rl >= cta_rows) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kKSplit; ++s) sum += red[s][token][rl];
+    c[static_cast<int64_t>(token) * p.ldc + n] = float_to_elem<T>(sum);
   }
 }
 
