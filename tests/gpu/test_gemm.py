@@ -301,7 +301,7 @@ def _with_specials(case, m, n, k):
     whatever the summation order: one inf or NaN per dot product at most, or one product near the
     float32 limit beside small ones."""
     a, w = rand((m, k), torch.float32, 65), rand((n, k), torch.float32, 66)
-    if case == "w":   # CTAs 0 and 7 meet specials, the others run the TF32 path
+    if case == "w":   # two CTAs meet specials (rows 5 and 7, row 250), the rest run the TF32 path
         w[5, 20], w[7, 30], w[250, 1] = float("-inf"), float("nan"), float("inf")
     elif case == "x":   # every CTA: an inf, and a value that rounds to inf as TF32
         a[3, 10], a[m - 1, 40] = float("inf"), 3.4027e38
