@@ -46,6 +46,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../common/reduce.cuh"
 #include "../tile/ldg.cuh"
 #include "../tile/mma_sync.cuh"
 #include "gemm.h"
@@ -176,7 +177,7 @@ __device__ __forceinline__ void decode_rows_exact_fp32(const DecodeMmaArgs& p, i
       const float* xt = x + static_cast<int64_t>(token) * p.lda;
       float sum = 0.0f;
       for (int k = lane; k < p.k; k += 32) sum = fmaf(xt[k], w[k], sum);
-      for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      sum = warp_allreduce<SumOp>(sum);
       if (lane == 0) c[static_cast<int64_t>(token) * p.ldc + row0 + r] = sum;
     }
   }
