@@ -46,7 +46,7 @@
 #   sdecode  fp32 at M <= 16: the decode GPU tests, solbench run --ops gemm_decode --dtypes float32 (sgemm_decode auto / rows4 / rows2, cuBLAS), the gemm spec's fp32 decode case
 #   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
 #   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests, the gemm spec's fp32 decode case
-#   tf3      sgemm_decode's tf32x3 and rows4_xlast: their GPU tests, a short sdecode_depth sweep, the flush probe
+#   tf3      sgemm_decode's tf32x3: its GPU tests, a short sdecode_depth sweep, the flush probe
 #   sflush   flushprobe for the fp32 and bf16 decode GEMMs and a 256 MiB copy, with a no-flush column
 #   dncu     the decode GEMM, fp32 (CUDA cores and tf32x3) and bf16, ours and cuBLAS's, under ncu (scripts/tune/compute_ncu.py; DNCU_ONLY=names)
 #   flushprobe memory-bound calls timed after each L2 flush mode: write, read, balanced (scripts/tune/flush_probe.py)
@@ -336,10 +336,10 @@ stage_sdepth() {  # sgemm_decode's thread tiles, two CTAs per SM and one (script
     --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/gemm_fp32_decode_case.json"
 }
-stage_tf3() {  # sgemm_decode's tf32x3 and rows4_xlast beside rows4 and cuBLAS: their GPU tests, a short sweep, the flush probe
+stage_tf3() {  # sgemm_decode's tf32x3 beside rows4 and cuBLAS: their GPU tests, a short sweep, the flush probe
   timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py \
-    -k "sgemm_decode and (tf32x3 or xlast or accuracy)" --junitxml "$OUT/tf3_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
-  timeout 120 solbench run --specs scripts/tune/specs --ops sdecode_depth --impls eager,rows4,tf32x3,rows4_xlast \
+    -k "sgemm_decode and (tf32x3 or accuracy)" --junitxml "$OUT/tf3_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
+  timeout 120 solbench run --specs scripts/tune/specs --ops sdecode_depth --impls eager,rows4,tf32x3 \
     --budget 0.2 --timeout 100 --json "$OUT/sdecode_tf3.json" --out $RUNS
   timeout 60 python3 scripts/tune/flush_probe.py --only "sgemm_decode" --json "$OUT/tf3_flush.json" | tee "$OUT/tf3_flush.txt"
 }

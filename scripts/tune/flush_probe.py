@@ -84,7 +84,7 @@ def calls() -> dict[str, tuple[int, int, Callable[[], Any]]]:
         out[f"sgemm_decode fp32 {m}x8192x8192"] = (w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
                                                    lambda x=x: kernels_ext.sgemm_decode(x, w32))
         if m == 16:
-            for config in ("rows4_xlast", "tf32x3"):
+            for config in ("tf32x3",):
                 out[f"sgemm_decode {config} fp32 16x8192x8192"] = (
                     w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
                     lambda x=x, config=config: kernels_ext.sgemm_decode(x, w32, config))

@@ -69,9 +69,8 @@ inline int sgemm_decode_tokens(int64_t m) {
 // kTf32x3, gemm_decode_mma's tensor-core kernel with each fp32 product as three TF32 ones; at 4
 // and 8 the one-CTA-per-SM thread tile with 3 chunks of W in flight; rows4 (two CTAs per SM) at
 // 1 and 2. The measurements are at run_tile in sgemm_decode.cu.
-// kRows4XLast: rows4 with x's L2 lines marked evict_last (never auto's: no faster).
-enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2, kRows4D3 = 3, kTf32x3 = 4, kRows4XLast = 5 };
-constexpr int kNumSdecodeConfigs = 6;
+enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2, kRows4D3 = 3, kTf32x3 = 4 };
+constexpr int kNumSdecodeConfigs = 5;
 inline SdecodeConfig sdecode_auto_config(int tokens) {
   if (tokens == 16) return SdecodeConfig::kTf32x3;
   return tokens == 4 || tokens == 8 ? SdecodeConfig::kRows4D3 : SdecodeConfig::kRows4;

@@ -45,11 +45,9 @@ constexpr int kSdecodePrefetch = 0;              // L2 prefetch distance (chunks
 
 // kRowWarps warps over rows, kGroups row groups (of kRowsPerLoad rows) per lane, kDepth chunks of
 // W in flight per group.
-// kMinBlocks CTAs resident per SM (2: 128 registers a thread; 1: 255). kXEvictLast: x's copies
-// mark their L2 lines evict_last (W's are evict_first either way).
-template <int kRowWarps_, int kGroups_, int kDepth_, int kMinBlocks_, bool kXEvictLast_ = false>
+// kMinBlocks CTAs resident per SM (2: 128 registers a thread; 1: 255).
+template <int kRowWarps_, int kGroups_, int kDepth_, int kMinBlocks_>
 struct SdecodeShape {
-  static constexpr bool kXEvictLast = kXEvictLast_;
   static constexpr int kRowWarps = kRowWarps_;
   static constexpr int kGroups = kGroups_;
   static constexpr int kDepth = kDepth_;
@@ -118,7 +116,6 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
     group_ofs[r] = (row - min(slot0 + g, cta_rows - 1)) * static_cast<int>(p.ldw);
   }
   const uint64_t once = tile::l2_policy_evict_first();
-  [[maybe_unused]] const uint64_t keep = S::kXEvictLast ? tile::l2_policy_evict_last() : 0;
   // L2 prefetch: lane l < 4 G asks for the line of the warp's row l, p.prefetch chunks ahead.
   constexpr int kWarpRows = G * kRowsPerLoad;
   const float* pfp = p.w + static_cast<int64_t>(cta_row + min(slot0 + lane % kWarpRows, cta_rows - 1)) * p.ldw +
@@ -148,11 +145,7 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
       const bool ok = k_ok && g + kRowsPerLoad * s < p.m;
       const float* src = ok ? xp + s * x_step + i * kChunk : p.a;
       const uint32_t dst = xring_s + 4u * static_cast<uint32_t>(slot * kXSlotFloats<T> + 4 * (lane + 32 * s));
-      if constexpr (S::kXEvictLast) {
-        tile::cp_async_16_hint(dst, src, ok, keep);
-      } else {
-        tile::cp_async_16(dst, src, ok);
-      }
+      tile::cp_async_16(dst, src, ok);
     }
     tile::cp_async_commit();
   };
@@ -275,19 +268,19 @@ Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStr
 // taken out: rows4 with 2 or 4 chunks and rows2 with 8, one CTA per SM (no faster anywhere; in
 // commit 760bc39); 8 row groups a warp, one CTA per SM (half the copies of x per byte of W: 9%
 // slower at M = 16 on the H200); x copied through L1, cp.async.ca (no change, to 1%).
-//   rows4_xlast: rows4 with x's copies marking their L2 lines evict_last. At M = 16 rows4 ran 13 us
-//          faster with no L2 flush before the call than after any flush (97.7 against 110.8 us on an
-//          H100; at M = 1, and for cuBLAS, under 2 us): if x's lines are what the flush costs,
-//          keeping them resident is the cure (stage sflush, scripts/tune/flush_probe.py).
-template <int T, int G, int D, int kPerSm, bool kXEvictLast = false>
+// Also taken out: rows4_xlast, rows4 with x's copies marking their L2 lines evict_last, to test
+// whether x's lines were the 13 us the L2 flush cost rows4 at M = 16 (110.8 against 97.7 us unflushed
+// on an H100): no faster than rows4 with or without the flush (results/h100/issue13/2026-12-07/call1/
+// tf3; in commit 2d77a30).
+template <int T, int G, int D, int kPerSm>
 Status run_tile(const MatmulArgs& g, const DecodeOptions& opt, cudaStream_t stream) {
   const int sms = sm_count();
   constexpr int kCtaRows = 64 / kPerSm;
   constexpr int kRowWarps = kCtaRows / (G * kRowsPerLoad);
   if (decode_halves_rows(g.n, kCtaRows, kPerSm, sms)) {
-    return run_shape<T, SdecodeShape<kRowWarps / 2, G, D, kPerSm, kXEvictLast>>(g, opt, sms, stream);
+    return run_shape<T, SdecodeShape<kRowWarps / 2, G, D, kPerSm>>(g, opt, sms, stream);
   }
-  return run_shape<T, SdecodeShape<kRowWarps, G, D, kPerSm, kXEvictLast>>(g, opt, sms, stream);
+  return run_shape<T, SdecodeShape<kRowWarps, G, D, kPerSm>>(g, opt, sms, stream);
 }
 
 template <int T>
@@ -295,7 +288,6 @@ Status run_tokens(const MatmulArgs& g, SdecodeConfig config, const DecodeOptions
   switch (config) {
     case SdecodeConfig::kRows2: return run_tile<T, 2, (T <= 4 ? 4 : 2), 2>(g, opt, stream);
     case SdecodeConfig::kRows4D3: return run_tile<T, 4, 3, 1>(g, opt, stream);
-    case SdecodeConfig::kRows4XLast: return run_tile<T, 4, (T <= 4 ? 2 : 1), 2, true>(g, opt, stream);
     default: return run_tile<T, 4, (T <= 4 ? 2 : 1), 2>(g, opt, stream);
   }
 }
@@ -311,7 +303,6 @@ const char* sdecode_config_name(SdecodeConfig c) {
     case SdecodeConfig::kRows2: return "rows2";
     case SdecodeConfig::kRows4D3: return "rows4_d3";
     case SdecodeConfig::kTf32x3: return "tf32x3";
-    case SdecodeConfig::kRows4XLast: return "rows4_xlast";
   }
   return "unknown";
 }

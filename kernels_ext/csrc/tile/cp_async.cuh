@@ -30,18 +30,6 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem
 #endif
 }
 
-// cp_async_16 with an L2 eviction policy for the source line (tile::l2_policy_evict_last() keeps a
-// small operand that every CTA re-reads resident while a large one streams past it).
-__device__ __forceinline__ void cp_async_16_hint(uint32_t smem_addr, const void* gmem, bool valid,
-                                                 uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr),
-               "l"(gmem), "r"(src_bytes), "l"(policy)
-               : "memory");
-#endif
-}
-
 // 4 bytes global -> shared through L1 (.ca: the only form for sizes under 16), zero-filled when
 // !valid. (The 16-byte form is above.)
 __device__ __forceinline__ void cp_async_4(uint32_t smem, const void* gmem, bool valid) {
