@@ -43,7 +43,7 @@
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours; decode_mma with both grids)
 #   gdecode  solbench run --ops gemm --shape M=16,N=8192,K=8192 (cuBLAS and kernels_ext.gemm's pick)
-#   sdecode  fp32 at M <= 16: the decode GPU tests, solbench run --ops gemm_decode --dtypes float32 (sgemm_decode auto / rows4 / rows2, cuBLAS), the gemm spec's fp32 decode case
+#   sdecode  fp32 at M <= 16: the decode GPU tests, solbench run --ops gemm_decode --dtypes float32 (sgemm_decode auto / tf32x3 / rows2, cuBLAS), the gemm spec's fp32 decode case
 #   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
 #   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests, the gemm spec's fp32 decode case
 #   tf3      sgemm_decode's tf32x3: its GPU tests, a short sdecode_depth sweep, the flush probe
@@ -309,11 +309,11 @@ stage_gdecode() {  # the gemm spec's decode case (M = 16, N = K = 8192): cuBLAS 
     --budget 0.3 --timeout 100 --json "$OUT/gemm_decode_case.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/gemm_decode_case.json"
 }
-stage_sdecode() {  # fp32 at M <= 16: the decode GPU tests, then sgemm_decode (auto, rows4, rows2) and cuBLAS fp32
+stage_sdecode() {  # fp32 at M <= 16: the decode GPU tests, then sgemm_decode (auto, tf32x3, rows2) and cuBLAS fp32
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py \
     -k "sgemm_decode or decode_mma or picks_a_correct or fp32_decode" \
     --junitxml "$OUT/sdecode_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
-  timeout 200 solbench run --ops gemm_decode --dtypes float32 --impls eager,sgemm_decode,sgemm_decode_rows4,sgemm_decode_rows2,auto \
+  timeout 200 solbench run --ops gemm_decode --dtypes float32 --impls eager,sgemm_decode,sgemm_decode_tf32x3,sgemm_decode_rows2,auto \
     --budget 0.3 --timeout 120 --json "$OUT/sgemm_decode.json" --out $RUNS
   timeout 100 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes float32 --impls eager,sgemm_fp32_bk32,auto \
     --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS
