@@ -84,10 +84,9 @@ def calls() -> dict[str, tuple[int, int, Callable[[], Any]]]:
         out[f"sgemm_decode fp32 {m}x8192x8192"] = (w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
                                                    lambda x=x: kernels_ext.sgemm_decode(x, w32))
         if m == 16:
-            for config in ("tf32x3",):
-                out[f"sgemm_decode {config} fp32 16x8192x8192"] = (
-                    w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
-                    lambda x=x, config=config: kernels_ext.sgemm_decode(x, w32, config))
+            out["sgemm_decode tf32x3 fp32 16x8192x8192"] = (
+                w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
+                lambda x=x: kernels_ext.sgemm_decode(x, w32, "tf32x3"))
         out[f"cuBLAS fp32 {m}x8192x8192"] = (w32.nbytes + x.nbytes + m * 8192 * 4, m * 8192 * 4,
                                              lambda x=x: x @ w32.t())
     a16, w = _bf16(16, 8192), _bf16(8192, 8192)

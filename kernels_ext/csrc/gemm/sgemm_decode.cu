@@ -256,22 +256,23 @@ Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStr
 //   rows4_d3: one CTA per SM (255 registers), so 3 chunks of W per group stay in flight at every
 //          T; 64-row CTAs (32-row where 64-row ones would leave SMs idle).
 // auto (sdecode_auto_config, decode_rule.h): rows4_d3 at 4 and 8 tokens, rows4 at 1, 2 and 16
-// (tf32x3 at 16 tokens once its exact path for inf and NaN has run on a GPU). tf32x3 (stage tf3, results/h100/issue13/2026-12-07/call1/tf3) ran M = 16 at N = K = 8192
-// in 100.8 us on an H100 where rows4 took 116.2 (1.15x; 1.13x at N = 4096, K = 14336 and 1.15x at
-// N = 16384), its error 2.5e-7 against rows4's 2.9e-7 and cuBLAS fp32's 5.8e-7; at M = 4 and 8 it
-// was level with rows4_d3 (96.7 / 97.2 us against 95.5 / 100.6 the day before), at M = 1 6% slower
-// than rows4 (96.2 against 90.8). Timed by
-// solbench run (scripts/tune/specs/sdecode_depth.yaml; results/h100/issue13/2026-12-06c/sdepth,
-// results/h200/issue13/2026-12-06/sdepth): at N = K = 8192 rows4_d3 ran M = 4 and 8 in 95.8 and
-// 100.2 us on the H100 where rows4 took 109.2 and 106.8, and level on the H200 (72.9 / 77.2 against
-// 74.9 / 77.2); at M = 16 it was 5-16% slower on both, at M = 1 7% on the H100. Also measured and
-// taken out: rows4 with 2 or 4 chunks and rows2 with 8, one CTA per SM (no faster anywhere; in
-// commit 760bc39); 8 row groups a warp, one CTA per SM (half the copies of x per byte of W: 9%
-// slower at M = 16 on the H200); x copied through L1, cp.async.ca (no change, to 1%).
+// (tf32x3 at 16 tokens once its exact path for inf and NaN has run on a GPU). tf32x3 (stage tf3,
+// results/h100/issue13/2026-12-07/call1/tf3) ran M = 16 at N = K = 8192 in 100.8 us on an H100
+// where rows4 took 116.2 (1.15x; 1.13x at N = 4096, K = 14336 and 1.15x at N = 16384), its error
+// 2.5e-7 against rows4's 2.9e-7 and cuBLAS fp32's 5.8e-7; at M = 4 and 8 it was level with rows4_d3
+// (96.7 / 97.2 us against 95.5 / 100.6 the day before), at M = 1 6% slower than rows4 (96.2 against
+// 90.8). Timed by solbench run (scripts/tune/specs/sdecode_depth.yaml;
+// results/h100/issue13/2026-12-06c/sdepth, results/h200/issue13/2026-12-06/sdepth): at N = K = 8192
+// rows4_d3 ran M = 4 and 8 in 95.8 and 100.2 us on the H100 where rows4 took 109.2 and 106.8, and
+// level on the H200 (72.9 / 77.2 against 74.9 / 77.2); at M = 16 it was 5-16% slower on both,
+// at M = 1 7% on the H100. Also measured and taken out: rows4 with 2 or 4 chunks and rows2 with 8, one
+// CTA per SM (no faster anywhere; in commit 760bc39); 8 row groups a warp, one CTA per SM (half the
+// copies of x per byte of W: 9% slower at M = 16 on the H200); x copied through L1, cp.async.ca (no
+// change, to 1%).
 // Also taken out: rows4_xlast, rows4 with x's copies marking their L2 lines evict_last, to test
 // whether x's lines were the 13 us the L2 flush cost rows4 at M = 16 (110.8 against 97.7 us unflushed
-// on an H100): no faster than rows4 with or without the flush (results/h100/issue13/2026-12-07/call1/
-// tf3; in commit 2d77a30).
+// on an H100): no faster than rows4 with or without the flush
+// (results/h100/issue13/2026-12-07/call1/tf3; in commit 2d77a30).
 template <int T, int G, int D, int kPerSm>
 Status run_tile(const MatmulArgs& g, const DecodeOptions& opt, cudaStream_t stream) {
   const int sms = sm_count();
