@@ -508,15 +508,22 @@ def test_an_interrupt_keeps_what_was_counted_and_runs_nothing_more(fake_ncu, mon
 
 def test_run_profile_stops_ncu_on_ctrl_c_and_says_so(tmp_path):
     import _thread
+    import signal
     import threading
+
+    from solbench import ncu
 
     child = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
              "print('started', flush=True); time.sleep(60)")
-    threading.Timer(1.0, _thread.interrupt_main).start()
-    t0 = time.monotonic()
-    from solbench import ncu
-
-    p = ncu.run_profile([sys.executable, "-c", child], tmp_path / "log", timeout_s=120)
+    # A background job starts with SIGINT ignored, and interrupt_main then does nothing: take
+    # Ctrl-C here as a terminal's Python would, whatever this process inherited.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(1.0, _thread.interrupt_main).start()
+        t0 = time.monotonic()
+        p = ncu.run_profile([sys.executable, "-c", child], tmp_path / "log", timeout_s=120)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert p.interrupted and p.returncode is None and "(interrupted)" in p.log
     assert time.monotonic() - t0 < 30
 
