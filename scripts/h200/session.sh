@@ -21,6 +21,7 @@
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
 #   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
+#   dmerge   attention_decode's two merges, combine kernel and cluster (scripts/tune/specs/decode_merge.yaml), and the decode GPU tests
 #   asweep   flash_wgmma's tile configurations beside cuDNN (scripts/tune/specs/flash_wgmma_configs.yaml), and their GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
@@ -172,6 +173,15 @@ stage_dsweep() {  # attention_decode's split of the key range beside SDPA, timed
     --json "$OUT/decode_splits.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/decode_splits.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
+}
+stage_dmerge() {  # attention_decode's merges (combine kernel, cluster) beside cuDNN: the decode GPU tests first
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_attention.py -k "decode" \
+    --junitxml "$OUT/dmerge_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
+  timeout 200 solbench run --specs scripts/tune/specs --ops decode_merge --budget 0.3 --timeout 120 \
+    --json "$OUT/decode_merge.json" --out $RUNS
+  timeout 150 solbench run --ops attention_decode --impls cudnn,decode --budget 0.3 --timeout 120 \
+    --json "$OUT/attention_decode.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/decode_merge.json"
 }
 stage_asweep() {  # flash_wgmma's tile configurations (config=) beside cuDNN, timed by solbench run; then their GPU tests
   # (-k config). 6 cases x 13 calls (~80 s; the JSON is written as records come); --timeout: a configuration
