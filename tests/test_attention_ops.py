@@ -152,9 +152,6 @@ def test_decode_rejects_long_queries_and_attention_lse_unknown_variants():
         with pytest.raises(ValueError, match=f"kernels_ext.attention_decode: splits must be 0 .automatic. to 256, "
                                              f"got {splits}"):
             kernels_ext.attention_decode(q[:, :, :1], q, q, splits=splits)
-    with pytest.raises(ValueError, match="kernels_ext.attention_decode: merge must be one of 'auto', 'kernel', "
-                                         "'cluster'; got 'ring'"):
-        kernels_ext.attention_decode(q[:, :, :1], q, q, merge="ring")
     with pytest.raises(ValueError, match="kernels_ext.attention_lse: variant must be one of 'auto', 'mma', 'wgmma', "
                        "'wgmma_persistent', 'decode'"):
         kernels_ext.attention_lse(q, q, q, variant="fast")

@@ -186,10 +186,10 @@ def test_specs_name_the_variants_with_per_call_dtypes():
     assert {c.name: c.fn for c in decode.impls} == {
         "decode_wgmma": "kernels_ext:gemm_decode", "decode_mma": "kernels_ext:gemm_decode_mma",
         "decode_mma_tiles": "kernels_ext:gemm_decode_mma", "sgemm_decode": "kernels_ext:sgemm_decode",
-        "sgemm_decode_tf32x3": "kernels_ext:sgemm_decode", "sgemm_decode_rows2": "kernels_ext:sgemm_decode",
+        "sgemm_decode_rows4": "kernels_ext:sgemm_decode", "sgemm_decode_rows2": "kernels_ext:sgemm_decode",
         "sgemm": "kernels_ext:sgemm", "auto": "kernels_ext:gemm"}
     assert next(c for c in decode.impls if c.name == "sgemm_decode_rows2").dtypes == ("float32",)
-    assert next(c for c in decode.impls if c.name == "sgemm_decode_tf32x3").kwargs == {"config": "tf32x3"}
+    assert next(c for c in decode.impls if c.name == "sgemm_decode_rows4").kwargs == {"config": "rows4"}
     assert next(c for c in decode.impls if c.name == "decode_mma_tiles").kwargs == {"grid": "tiles"}
     assert all(case["M"] <= 16 for case in decode.cases)     # gemm_decode_mma's range
     assert (16, 8192, 8192) in [tuple(c.values()) for c in decode.cases]
@@ -289,10 +289,12 @@ int main() {
   // sgemm_decode's token templates: M rounded up to a power of two, 0 outside 1..16
   const int want[18] = {0, 1, 2, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 0};
   for (int m = 0; m < 18; ++m) bad += sgemm_decode_tokens(m) != want[m];
-  // auto: rows4_d3 at 4 and 8 tokens (M = 3..8), rows4 at M = 1, 2 and 9..16
+  // auto: rows4 at M = 1, 2, rows4_d3 at 4 and 8 tokens (M = 3..8), tf32x3 at 16 (M = 9..16)
   for (int m = 1; m <= 16; ++m) {
     const SdecodeConfig c = sdecode_auto_config(sgemm_decode_tokens(m));
-    const SdecodeConfig want_c = m >= 3 && m <= 8 ? SdecodeConfig::kRows4D3 : SdecodeConfig::kRows4;
+    const SdecodeConfig want_c = m >= 9   ? SdecodeConfig::kTf32x3
+                                 : m >= 3 ? SdecodeConfig::kRows4D3
+                                          : SdecodeConfig::kRows4;
     bad += c != want_c;
   }
   std::printf("%d wrong\n", bad);

@@ -21,7 +21,6 @@
 #   sweep    the wgmma tile configurations under solbench run (scripts/tune/specs/gemm_configs.yaml)
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
 #   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
-#   dmerge   attention_decode's two merges, combine kernel and cluster (scripts/tune/specs/decode_merge.yaml), and the decode GPU tests
 #   asweep   flash_wgmma's tile configurations beside cuDNN (scripts/tune/specs/flash_wgmma_configs.yaml), and their GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
@@ -44,7 +43,7 @@
 #   decode   solbench run --ops attention_decode (every SDPA backend and ours) and the decode GPU tests
 #   readonly solbench run --ops gemm_decode,gemv (cuBLAS and ours; decode_mma with both grids)
 #   gdecode  solbench run --ops gemm --shape M=16,N=8192,K=8192 (cuBLAS and kernels_ext.gemm's pick)
-#   sdecode  fp32 at M <= 16: the decode GPU tests, solbench run --ops gemm_decode --dtypes float32 (sgemm_decode auto / tf32x3 / rows2, cuBLAS), the gemm spec's fp32 decode case
+#   sdecode  fp32 at M <= 16: the decode GPU tests, solbench run --ops gemm_decode --dtypes float32 (sgemm_decode auto / rows4 / rows2, cuBLAS), the gemm spec's fp32 decode case
 #   prefetch the decode kernels' L2 prefetch distances under solbench run (scripts/tune/specs/decode_prefetch.yaml), and their GPU tests
 #   sdepth   sgemm_decode's thread tiles, two CTAs per SM and one (scripts/tune/specs/sdecode_depth.yaml), their GPU tests, the gemm spec's fp32 decode case
 #   tf3      sgemm_decode's tf32x3: its GPU tests, a short sdecode_depth sweep, the flush probe
@@ -173,15 +172,6 @@ stage_dsweep() {  # attention_decode's split of the key range beside SDPA, timed
     --json "$OUT/decode_splits.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/decode_splits.json"
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_attention.py -k "decode" -rfE 2>&1 | tail -4
-}
-stage_dmerge() {  # attention_decode's merges (combine kernel, cluster) beside cuDNN: the decode GPU tests first
-  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_attention.py -k "decode" \
-    --junitxml "$OUT/dmerge_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
-  timeout 200 solbench run --specs scripts/tune/specs --ops decode_merge --budget 0.3 --timeout 120 \
-    --json "$OUT/decode_merge.json" --out $RUNS
-  timeout 150 solbench run --ops attention_decode --impls cudnn,decode --budget 0.3 --timeout 120 \
-    --json "$OUT/attention_decode.json" --out $RUNS
-  python3 scripts/h200/sweep_summary.py "$OUT/decode_merge.json"
 }
 stage_asweep() {  # flash_wgmma's tile configurations (config=) beside cuDNN, timed by solbench run; then their GPU tests
   # (-k config). 6 cases x 13 calls (~80 s; the JSON is written as records come); --timeout: a configuration
@@ -319,11 +309,11 @@ stage_gdecode() {  # the gemm spec's decode case (M = 16, N = K = 8192): cuBLAS 
     --budget 0.3 --timeout 100 --json "$OUT/gemm_decode_case.json" --out $RUNS
   python3 scripts/h200/gemm_summary.py "$OUT/gemm_decode_case.json"
 }
-stage_sdecode() {  # fp32 at M <= 16: the decode GPU tests, then sgemm_decode (auto, tf32x3, rows2) and cuBLAS fp32
+stage_sdecode() {  # fp32 at M <= 16: the decode GPU tests, then sgemm_decode (auto, rows4, rows2) and cuBLAS fp32
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_gemm.py \
     -k "sgemm_decode or decode_mma or picks_a_correct or fp32_decode" \
     --junitxml "$OUT/sdecode_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -6
-  timeout 200 solbench run --ops gemm_decode --dtypes float32 --impls eager,sgemm_decode,sgemm_decode_tf32x3,sgemm_decode_rows2,auto \
+  timeout 200 solbench run --ops gemm_decode --dtypes float32 --impls eager,sgemm_decode,sgemm_decode_rows4,sgemm_decode_rows2,auto \
     --budget 0.3 --timeout 120 --json "$OUT/sgemm_decode.json" --out $RUNS
   timeout 100 solbench run --ops gemm --shape M=16,N=8192,K=8192 --dtypes float32 --impls eager,sgemm_fp32_bk32,auto \
     --budget 0.3 --timeout 80 --json "$OUT/gemm_fp32_decode_case.json" --out $RUNS

@@ -156,55 +156,6 @@ def test_decode_few_splits(d, b, h, hkv, sq, sk, causal):
     check("decode", b, h, hkv, sq, sk, d, causal, torch.bfloat16, seed=h * sq + sk)
 
 
-@pytest.mark.skipif(not IS_SM90, reason="merge='cluster' needs sm_90")
-@pytest.mark.parametrize("d,b,h,hkv,sq,sk,causal,splits", [
-    (128, 1, 64, 8, 1, 16384, False, 0),   # 8 rows, 16 splits: a non-portable cluster of 16
-    (64, 4, 32, 8, 1, 32768, False, 0),    # 4 rows, 8 splits, four batches
-    (128, 1, 64, 8, 4, 5000, True, 0),     # 32-row blocks
-    (128, 1, 48, 8, 8, 3000, True, 0),     # 48 rows: 64-row blocks, 2 key groups
-    (64, 1, 64, 8, 3, 2, True, 0),         # one key tile (one split); rows that see no key
-    (128, 2, 16, 16, 1, 100, False, 0),    # one row per K/V head, two splits
-    (128, 1, 8, 1, 1, 16384, False, 3),    # chosen splits: odd, 9 (non-portable), 16
-    (128, 1, 8, 1, 1, 16384, False, 9),
-    (128, 1, 8, 1, 2, 70000, True, 16),
-])
-def test_decode_cluster_merge(d, b, h, hkv, sq, sk, causal, splits):
-    # The splits of a row block merge through distributed shared memory instead of the combine
-    # kernel: against the fp32 reference, and against merge='kernel' (the same partials, merged in
-    # another order: they differ by rounding only).
-    q, k, v = rand_qkv(b, h, hkv, sq, sk, d, torch.bfloat16, seed=sq * sk + splits)
-    ref, ref_lse = attention_reference_lse(q.float(), k.float(), v.float(), is_causal=causal)
-    poison(((b, h, sq, d), torch.bfloat16))
-    got = kernels_ext.attention_decode(q, k, v, causal=causal, splits=splits, merge="cluster")
-    kernel = kernels_ext.attention_decode(q, k, v, causal=causal, splits=splits, merge="kernel")
-    what = f"B{b} H{h} KV{hkv} SQ{sq} SK{sk} D{d} causal={causal} splits={splits}"
-    assert not torch.isnan(got).any(), f"{what}: NaN in o (a row or column the cluster merge did not write)"
-    empty = torch.isneginf(ref_lse)
-    assert (got[empty] == 0).all(), f"{what}: rows that see no key must be 0"
-    denom = ref.norm().item()
-    err = (got.float() - ref).norm().item() / (denom if denom > 0 else 1.0)
-    assert err <= NORM_TOL[torch.bfloat16], f"{what}: normwise error {err:.3g}"
-    diff = (got.float() - kernel.float()).norm().item() / max(kernel.float().norm().item(), 1e-30)
-    assert diff <= 4e-3, f"{what}: cluster and kernel merges differ by {diff:.3g}"
-
-
-@pytest.mark.skipif(not IS_SM90, reason="merge='cluster' needs sm_90")
-def test_decode_cluster_merge_refuses_what_it_cannot_run():
-    q, k, v = rand_qkv(1, 64, 8, 16, 5000, 128, torch.bfloat16)   # 128 rows: flash_wgmma's split kernel
-    with pytest.raises(ValueError, match="merge='cluster' needs .* this call has SQ x H / HKV = 128 rows"):
-        kernels_ext.attention_decode(q, k, v, merge="cluster")
-    q, k, v = rand_qkv(1, 8, 1, 1, 16384, 128, torch.bfloat16)   # 256 key tiles: 32 splits of 8
-    with pytest.raises(ValueError, match="at most 16 splits"):
-        kernels_ext.attention_decode(q, k, v, splits=32, merge="cluster")
-
-
-@pytest.mark.skipif(IS_SM90, reason="off sm_90 only")
-def test_decode_cluster_merge_needs_sm90():
-    q, k, v = rand_qkv(1, 8, 1, 1, 1000, 128, torch.bfloat16)
-    with pytest.raises(ValueError, match="merge='cluster' needs an sm_90 GPU"):
-        kernels_ext.attention_decode(q, k, v, merge="cluster")
-
-
 def test_decode_many_rows_per_kv_head():
     # 16 query heads per K/V head x 16 positions = 256 packed rows: two row blocks per K/V head.
     check("decode", 1, 64, 4, 16, 3000, 128, True, torch.bfloat16)

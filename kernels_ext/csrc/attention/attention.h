@@ -27,12 +27,6 @@ struct AttentionStrides {
   int64_t row = 0;    // ... sequence positions (the innermost, D, has stride 1)
 };
 
-// How split-KV decoding merges its parts. kKernel: the split kernel writes fp32 partials to a
-// workspace and decode_combine merges them. kCluster (sm_90): the splits of a row block form one
-// thread-block cluster and merge through distributed shared memory (the mma.sync split kernel
-// with key groups, up to 16 splits). kAuto: kKernel (kCluster has not yet run on a GPU).
-enum class DecodeMerge : int { kAuto = 0, kKernel = 1, kCluster = 2 };
-
 struct AttentionParams {
   DType dtype = DType::kBFloat16;  // of q, k, v, o: kBFloat16 or kFloat16
   const void* q = nullptr;
@@ -47,8 +41,6 @@ struct AttentionParams {
   // Decoding only: how many parts the key range is split into (0: one block per SM;
   // never more than the key tiles, nor than the combine step merges). For sweeps.
   int decode_splits = 0;
-  // Decoding only: how the parts' results are merged (DecodeMerge).
-  DecodeMerge decode_merge = DecodeMerge::kAuto;
 };
 
 // Why a launcher refuses its arguments; the bindings turn these into Python errors.
@@ -66,7 +58,6 @@ enum class AttentionStatus : int {
   kNeedsSm90,       // flash_wgmma on a device below sm_90, or a library built without sm_90a
   kWorkspaceTooSmall,
   kTensorMap,  // the driver refused a TMA tensor map
-  kClusterMerge,  // decode merge=cluster where it cannot run (DecodeMerge::kCluster)
   kCudaError,  // see AttentionResult::cuda
 };
 

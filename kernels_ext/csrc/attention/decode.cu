@@ -27,22 +27,16 @@
 // are merged in shared memory before anything is written (partials = splits), the combine
 // gives each row a block whose warps split the partials with their loads in flight together,
 // and on sm_90 it is a programmatic dependent launch (grid_dependency.cuh).
-//
-// merge=cluster (sm_90, blocks of up to 64 rows, at most 16 splits) removes the combine kernel:
-// the splits of a row block are one thread-block cluster, each leaves its partial in its shared
-// memory, and after a cluster barrier every CTA merges a share of the columns from all peers'
-// shared memory and writes the output. It has not yet run on a GPU, so auto keeps the combine.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "../tile/cluster.cuh"
-#include "../tile/grid_dependency.cuh"
 #include "../tile/online_softmax.cuh"
 #include "args.cuh"
 #include "attention.h"
+#include "../tile/grid_dependency.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
 
@@ -80,93 +74,14 @@ struct DecodeConfig {
   static constexpr int kMergeStride = D + 8;
   static constexpr int kMergeBytes = WK * BR * (kMergeStride + 1) * 4;
   static_assert(WK == 1 || kMergeBytes <= 2 * kStages * kKVBytes, "merge buffers fit the stages");
-  // merge=cluster: the block's partial stays in shared memory for its cluster peers, its rows
-  // in place of key group 0's merge rows, then BR LSEs. Only where key groups are merged (WK > 1:
-  // the blocks of up to 64 rows; 128-row blocks are flash_wgmma's on sm_90).
-  static constexpr bool kClusterMerge = WK > 1;
-  static constexpr int kClusterLseOffset = kMergeBytes;
-  static_assert(!kClusterMerge || kClusterLseOffset + BR * 4 <= 2 * kStages * kKVBytes,
-                "the cluster's partial fits the stages");
 };
-
-// The largest cluster the split kernel merges in: sm_90's non-portable limit, 16 CTAs of a GPC.
-constexpr int kMaxClusterSplits = 16;
 
 struct DecodeArgs {
   AttnArgs a;
   SplitKV s;
 };
 
-// The last step of every merge (decode_combine's, the cluster's): columns [4c, 4c + 4) of output
-// row `row` (packed over batch, query head, position) are sum / total, written in o's strides, and
-// for c == 0 the row's LSE m + log(total) where the caller asked for it. total = 0: no split saw a
-// key (every key masked), o = 0 and LSE = -inf.
-template <class T, int D>
-__device__ __forceinline__ void store_merged(const AttnArgs& a, int64_t row, int c, float4 sum,
-                                             float m, float total) {
-  const float inv = total > 0.f ? 1.f / total : 0.f;
-  const int pos = static_cast<int>(row % a.seq_q);
-  const int64_t bh = row / a.seq_q;
-  const int h = static_cast<int>(bh % a.heads_q);
-  const int b = static_cast<int>(bh / a.heads_q);
-  T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head + static_cast<int64_t>(pos) * D +
-           4 * c;
-  uint2 packed;
-  packed.x = tile::pack2<T>(sum.x * inv, sum.y * inv);
-  packed.y = tile::pack2<T>(sum.z * inv, sum.w * inv);
-  *reinterpret_cast<uint2*>(out) = packed;
-  if (a.lse != nullptr && c == 0) a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
-}
-
-// merge=cluster, after every CTA of the cluster (one per split of the key range) has left its
-// partial in shared memory (row r's D floats at o_smem + r * stride floats, its LSE at lse_smem
-// + r): CTA `rank` of the `splits` merges every splits-th float4 column of the block's rows (so
-// that every CTA reads about as much of its peers' memory) from all peers' shared memory, the
-// loads of a column in flight together, and writes the output.
-template <class T, int D, int BR, int kThreads>
-__device__ __forceinline__ void merge_cluster_partials(const AttnArgs& a, int64_t group_row0,
-                                                       int valid_rows, uint32_t o_smem,
-                                                       int stride, uint32_t lse_smem, int splits,
-                                                       int tid) {
-  constexpr int kVecs = D / 4;
-  const int rank = static_cast<int>(tile::cluster_ctarank());
-  for (int item = rank + splits * tid; item < BR * kVecs; item += splits * kThreads) {
-    const int lr = item / kVecs;
-    const int c = item % kVecs;
-    if (lr >= valid_rows) continue;
-    float lse[kMaxClusterSplits];
-    float m = -CUDART_INF_F;
-#pragma unroll
-    for (int q = 0; q < kMaxClusterSplits; ++q) {
-      lse[q] = q < splits ? tile::ld_cluster_f32(tile::cluster_peer_addr(lse_smem + 4 * lr, q))
-                          : -CUDART_INF_F;
-      m = fmaxf(m, lse[q]);
-    }
-    const uint32_t col = o_smem + static_cast<uint32_t>((lr * stride + 4 * c) * 4);
-    float4 x[kMaxClusterSplits];
-#pragma unroll
-    for (int q = 0; q < kMaxClusterSplits; ++q) {
-      if (q < splits) x[q] = tile::ld_cluster_f32x4(tile::cluster_peer_addr(col, q));
-    }
-    // A split that saw no key holds LSE -inf and zeros: weight 0.
-    float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int q = 0; q < kMaxClusterSplits; ++q) {
-      if (q >= splits || m == -CUDART_INF_F) continue;
-      const float w = expf(lse[q] - m);
-      total += w;
-      acc.x = fmaf(w, x[q].x, acc.x), acc.y = fmaf(w, x[q].y, acc.y);
-      acc.z = fmaf(w, x[q].z, acc.z), acc.w = fmaf(w, x[q].w, acc.w);
-    }
-    store_merged<T, D>(a, group_row0 + lr, c, acc, m, total);
-  }
-}
-
-// kCluster: the grid's splits of one (batch, K/V head, row block) form a cluster (grid.x =
-// splits <= kMaxClusterSplits) and merge their partials through distributed shared memory: no
-// workspace, no decode_combine.
-template <class T, class C, bool kCluster>
+template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 2)
     decode_split(const __grid_constant__ DecodeArgs d) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -265,7 +180,6 @@ __global__ void __launch_bounds__(C::kThreads, 2)
 
   float inv_sum[2 * MFW], lse[2 * MFW];
   softmax.finalize(inv_sum, lse);
-  static_assert(!kCluster || C::kClusterMerge, "merge=cluster needs the key groups' merge buffers");
   // Row r of the block's split goes to workspace row (b, hk, row_base + r), partial `split`.
   const int64_t group_row0 = (static_cast<int64_t>(b) * a.heads_kv + hk) * d.s.rows + row_base;
   if constexpr (C::WK == 1) {
@@ -293,7 +207,6 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     unsigned char* stages = smem + (k_tiles - tile::smem_u32(smem));
     float* merge_o = reinterpret_cast<float*>(stages);                      // [WK][BR][stride]
     float* merge_lse = merge_o + C::WK * C::BR * C::kMergeStride;           // [WK][BR]
-    float* cluster_lse = reinterpret_cast<float*>(stages + C::kClusterLseOffset);  // [BR]
 #pragma unroll
     for (int r = 0; r < 2 * MFW; ++r) {
       const int f = r / 2, hh = r % 2;
@@ -328,24 +241,10 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         acc.z = fmaf(e, x.z, acc.z), acc.w = fmaf(e, x.w, acc.w);
       }
       const float inv = total > 0.f ? 1.f / total : 0.f;
-      const float4 part = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-      const float part_lse = total > 0.f ? m + logf(total) : -CUDART_INF_F;
-      if constexpr (kCluster) {
-        // In place of key group 0's row: this thread alone reads and writes these four floats.
-        *reinterpret_cast<float4*>(merge_o + lr * C::kMergeStride + 4 * c) = part;
-        if (c == 0) cluster_lse[lr] = part_lse;
-      } else {
-        const int64_t slot = (group_row0 + lr) * d.s.partials + split;
-        *reinterpret_cast<float4*>(d.s.o_part + slot * D + 4 * c) = part;
-        if (c == 0) d.s.lse_part[slot] = part_lse;
-      }
-    }
-    if constexpr (kCluster) {
-      tile::cluster_sync();  // every split's partial is in its CTA's shared memory
-      merge_cluster_partials<T, D, C::BR, C::kThreads>(
-          a, group_row0, d.s.rows - row_base, tile::smem_u32(merge_o), C::kMergeStride,
-          tile::smem_u32(cluster_lse), static_cast<int>(gridDim.x), tid);
-      tile::cluster_sync();  // the peers have read this CTA's partial: only now may it exit
+      const int64_t slot = (group_row0 + lr) * d.s.partials + split;
+      *reinterpret_cast<float4*>(d.s.o_part + slot * D + 4 * c) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (c == 0) d.s.lse_part[slot] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
     }
   }
 #endif
@@ -424,7 +323,21 @@ __global__ void __launch_bounds__(kCombineThreads)
         const float4 x = acc_s[j][tid];
         sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
       }
-      store_merged<T, D>(a, row, tid, sum, m, total);
+      const float inv = total > 0.f ? 1.f / total : 0.f;
+      // Packed row -> (batch, query head, position); o uses the caller's strides.
+      const int pos = static_cast<int>(row % a.seq_q);
+      const int64_t bh = row / a.seq_q;
+      const int h = static_cast<int>(bh % a.heads_q);
+      const int b = static_cast<int>(bh / a.heads_q);
+      T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head +
+               static_cast<int64_t>(pos) * D + 4 * tid;
+      uint2 packed;
+      packed.x = tile::pack2<T>(sum.x * inv, sum.y * inv);
+      packed.y = tile::pack2<T>(sum.z * inv, sum.w * inv);
+      *reinterpret_cast<uint2*>(out) = packed;
+      if (a.lse != nullptr && tid == 0) {
+        a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
+      }
     }
     __syncthreads();  // lse_s and acc_s are rewritten for the next row
   }
@@ -440,19 +353,8 @@ struct DecodePlan {
   int row_blocks;
   int splits;
   int tiles_per_split;
-  int partials;      // per row in the workspace (0: merged in clusters, no workspace)
-  bool cluster;      // merge=cluster: the splits merge through distributed shared memory
-  bool refused;      // merge=cluster asked for where it cannot run
+  int partials;
 };
-
-int device_cc_major() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    return 0;
-  }
-  return major;
-}
 
 DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   DecodePlan plan{};
@@ -488,68 +390,19 @@ DecodePlan plan_decode(const AttentionParams& p, int sms, bool allow_wgmma) {
   plan.tiles_per_split = static_cast<int>(ceil_div(n_tiles, splits));
   plan.splits =
       plan.tiles_per_split > 0 ? static_cast<int>(ceil_div(n_tiles, plan.tiles_per_split)) : 1;
-  // Clusters need sm_90, the key groups' merge buffers (kClusterMerge) and one CTA per split.
-  const bool cluster_fits = !plan.wgmma && plan.key_groups > 1 &&
-                            plan.splits <= kMaxClusterSplits && device_cc_major() >= 9;
-  plan.cluster = p.decode_merge == DecodeMerge::kCluster && cluster_fits;
-  plan.refused = p.decode_merge == DecodeMerge::kCluster && !cluster_fits;
-  plan.partials = plan.cluster ? 0 : plan.splits;
+  plan.partials = plan.splits;
   return plan;
 }
 
-// The split kernel with grid.x = splits CTAs to a cluster. Refused (kClusterMerge) where the code
-// that would run lacks the cluster instructions (a library built without sm_90, whose PTX compiles
-// them to nothing) or no GPC can hold a cluster of these blocks.
 template <class T, class C>
-AttentionResult run_split_cluster(const DecodeArgs& d, dim3 grid, int splits,
-                                  cudaStream_t stream) {
-  auto kernel = decode_split<T, C, true>;
-  cudaFuncAttributes attr{};
-  cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-  if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
-  if (attr.ptxVersion < 90) return {AttentionStatus::kClusterMerge, cudaSuccess};
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  if (err == cudaSuccess && splits > 8) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  }
-  if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute cluster[1];
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = static_cast<unsigned>(splits);
-  cluster[0].val.clusterDim.y = 1;
-  cluster[0].val.clusterDim.z = 1;
-  cfg.attrs = cluster;
-  cfg.numAttrs = 1;
-  int fit = 0;
-  err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
-  if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
-  if (fit < 1) return {AttentionStatus::kClusterMerge, cudaSuccess};
-  err = cudaLaunchKernelEx(&cfg, kernel, d);
-  return {err == cudaSuccess ? AttentionStatus::kOk : AttentionStatus::kCudaError, err};
-}
-
-template <class T, class C>
-AttentionResult run_split(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
+cudaError_t run_split(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
+  auto kernel = decode_split<T, C>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
   const dim3 grid(plan.splits, d.a.heads_kv * plan.row_blocks, d.a.batch);
-  if (!plan.cluster) {
-    auto kernel = decode_split<T, C, false>;
-    cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-    if (err == cudaSuccess) {
-      kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(d);
-      err = cudaGetLastError();
-    }
-    return {err == cudaSuccess ? AttentionStatus::kOk : AttentionStatus::kCudaError, err};
-  }
-  if constexpr (C::kClusterMerge) {
-    return run_split_cluster<T, C>(d, grid, plan.splits, stream);
-  }
-  return {AttentionStatus::kClusterMerge, cudaSuccess};
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(d);
+  return cudaGetLastError();
 }
 
 // One block per row (up to 2^20 blocks; the kernel loops beyond), launched as a programmatic
@@ -562,25 +415,24 @@ cudaError_t run_combine(const DecodeArgs& d, cudaStream_t stream) {
 }
 
 template <class T, int D>
-AttentionResult run_decode(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
-  AttentionResult r;
+cudaError_t run_decode(const DecodeArgs& d, const DecodePlan& plan, cudaStream_t stream) {
+  cudaError_t err;
   switch (plan.block_rows) {
     case 16:
-      r = run_split<T, DecodeConfig<D, 1, 1, 4, 3>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 1, 1, 4, 3>>(d, plan, stream);
       break;
     case 32:
-      r = run_split<T, DecodeConfig<D, 2, 1, 4, 3>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 2, 1, 4, 3>>(d, plan, stream);
       break;
     case 64:
-      r = run_split<T, DecodeConfig<D, 2, 2, 2, 3>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 2, 2, 2, 3>>(d, plan, stream);
       break;
     default:
-      r = run_split<T, DecodeConfig<D, 2, 4, 1, 2>>(d, plan, stream);
+      err = run_split<T, DecodeConfig<D, 2, 4, 1, 2>>(d, plan, stream);
       break;
   }
-  if (!r.ok() || plan.cluster) return r;
-  const cudaError_t err = run_combine<T, D>(d, stream);
-  return {err == cudaSuccess ? AttentionStatus::kOk : AttentionStatus::kCudaError, err};
+  if (err != cudaSuccess) return err;
+  return run_combine<T, D>(d, stream);
 }
 
 cudaError_t combine(const AttentionParams& p, const DecodeArgs& d, cudaStream_t stream) {
@@ -615,12 +467,11 @@ AttentionResult launch(const AttentionParams& p, void* workspace, size_t bytes, 
   if (p.seq_q < 1 || p.seq_q > kMaxDecodeQuery)
     return {AttentionStatus::kBadQueryLength, cudaSuccess};
   if (p.batch == 0 || p.heads_q == 0) return {};
-  const DecodePlan plan = plan_decode(p, device_sm_count(), allow_wgmma);
-  if (plan.refused) return {AttentionStatus::kClusterMerge, cudaSuccess};
   if (workspace == nullptr || bytes < workspace_bytes(p, allow_wgmma) ||
       (reinterpret_cast<uintptr_t>(workspace) & 15u) != 0) {
     return {AttentionStatus::kWorkspaceTooSmall, cudaSuccess};
   }
+  const DecodePlan plan = plan_decode(p, device_sm_count(), allow_wgmma);
   DecodeArgs d{};
   d.a = make_args(p);
   const int64_t rows = p.batch * p.heads_q * p.seq_q;
@@ -636,12 +487,16 @@ AttentionResult launch(const AttentionParams& p, void* workspace, size_t bytes, 
     if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
     return {};
   }
+  cudaError_t err;
   if (p.dtype == DType::kBFloat16) {
-    return p.head_dim == 64 ? run_decode<__nv_bfloat16, 64>(d, plan, stream)
-                            : run_decode<__nv_bfloat16, 128>(d, plan, stream);
+    err = p.head_dim == 64 ? run_decode<__nv_bfloat16, 64>(d, plan, stream)
+                           : run_decode<__nv_bfloat16, 128>(d, plan, stream);
+  } else {
+    err = p.head_dim == 64 ? run_decode<__half, 64>(d, plan, stream)
+                           : run_decode<__half, 128>(d, plan, stream);
   }
-  return p.head_dim == 64 ? run_decode<__half, 64>(d, plan, stream)
-                          : run_decode<__half, 128>(d, plan, stream);
+  if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
+  return {};
 }
 
 }  // namespace

@@ -49,11 +49,6 @@ const char* attention_status_message(AttentionStatus status) {
       return "flash_wgmma needs an sm_90 GPU (H100/H200) and a library built for sm_90a";
     case AttentionStatus::kWorkspaceTooSmall:
       return "the decode workspace is too small";
-    case AttentionStatus::kClusterMerge:
-      return "merge='cluster' needs an sm_90 GPU and a library built for sm_90a, fewer than 64 "
-             "packed rows per K/V head (SQ x H / HKV; 64 and more take flash_wgmma's split "
-             "kernel, which merges with the combine kernel), at most 16 splits, and a GPC that "
-             "holds 16 of the split kernel's blocks at once";
     case AttentionStatus::kCudaError:
       return "CUDA error";
   }

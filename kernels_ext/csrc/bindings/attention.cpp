@@ -63,11 +63,9 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
                                        const at::Tensor& k, const at::Tensor& v, bool causal,
                                        std::optional<double> scale, bool want_lse,
                                        int decode_splits = 0,
-                                       FlashWgmmaConfig wgmma_config = FlashWgmmaConfig::kAuto,
-                                       DecodeMerge decode_merge = DecodeMerge::kAuto) {
+                                       FlashWgmmaConfig wgmma_config = FlashWgmmaConfig::kAuto) {
   AttentionParams p;
   p.decode_splits = decode_splits;
-  p.decode_merge = decode_merge;
   p.dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
   p.batch = q.size(0);
   p.heads_q = q.size(1);
@@ -108,10 +106,6 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
       at::Tensor workspace =
           at::empty({static_cast<int64_t>(bytes > 0 ? bytes : 16)}, q.options().dtype(at::kByte));
       r = launch_attention_decode(p, workspace.data_ptr(), bytes, stream);
-      SK_CHECK_VALUE(r.status != AttentionStatus::kClusterMerge, "solbench_kernels::", op, ": ",
-                     attention_status_message(r.status), "; this call has SQ x H / HKV = ",
-                     p.seq_q * (p.heads_q / p.heads_kv), " rows, ", p.seq_k, " keys and D = ",
-                     p.head_dim, " (merge='kernel' runs everywhere)");
       break;
     }
     default:
@@ -197,13 +191,9 @@ at::Tensor flash_attention_wgmma_persistent(const at::Tensor& q, const at::Tenso
 }
 
 at::Tensor attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            bool causal, std::optional<double> scale, int64_t splits,
-                            c10::string_view merge) {
-  // The op table admits only its choices, in DecodeMerge's order.
-  const int m = sk::bind::choice_index(merge, {"auto", "kernel", "cluster"});
+                            bool causal, std::optional<double> scale, int64_t splits) {
   return std::get<0>(run("attention_decode", Variant::kDecode, q, k, v, causal, scale, false,
-                         static_cast<int>(splits), FlashWgmmaConfig::kAuto,
-                         static_cast<DecodeMerge>(m)));
+                         static_cast<int>(splits)));
 }
 
 }  // namespace sk::impl

@@ -66,14 +66,14 @@ inline int sgemm_decode_tokens(int64_t m) {
 }
 
 // sgemm_decode's kernel for `auto` at a token count (sgemm_decode_tokens): at 4 and 8 the
-// one-CTA-per-SM thread tile with 3 chunks of W in flight; rows4 (two CTAs per SM) at 1, 2 and
-// 16. kTf32x3 measured 1.13-1.15x rows4 at 16 tokens on an H100, but the exact fp32 path it takes
-// for inf and NaN (decode_rows_exact_fp32) has not yet run on a GPU; it becomes auto's pick at 16
-// tokens once test_sgemm_decode_keeps_ieee_specials has passed (stage sdecode). The measurements
+// one-CTA-per-SM thread tile with 3 chunks of W in flight; rows4 (two CTAs per SM) at 1 and 2;
+// kTf32x3 at 16, 1.11-1.16x rows4 at N >= 4096 on an H100 with its exact fp32 path for inf and NaN
+// (decode_rows_exact_fp32) passing test_sgemm_decode_keeps_ieee_specials there. The measurements
 // are at run_tile in sgemm_decode.cu.
 enum class SdecodeConfig : int { kAuto = 0, kRows4 = 1, kRows2 = 2, kRows4D3 = 3, kTf32x3 = 4 };
 constexpr int kNumSdecodeConfigs = 5;
 inline SdecodeConfig sdecode_auto_config(int tokens) {
+  if (tokens == 16) return SdecodeConfig::kTf32x3;
   return tokens == 4 || tokens == 8 ? SdecodeConfig::kRows4D3 : SdecodeConfig::kRows4;
 }
 

@@ -166,7 +166,13 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
     if (m >= p.m || n >= p.n) continue;
     const uint32_t off = red_base + static_cast<uint32_t>((m * kDecodeRows + n_local) * 4);
     float sum = 0.0f;
-    for (uint32_t q = 0; q < split; ++q) sum += tile::ld_cluster_f32(tile::cluster_peer_addr(off, q));
+    for (uint32_t q = 0; q < split; ++q) {
+      uint32_t remote;
+      float v;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(off), "r"(q));
+      asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+      sum += v;
+    }
     c[static_cast<int64_t>(m) * p.ldc + n] = from_float<T>(sum);
   }
   // Peers read this CTA's smem above: nobody leaves before everyone has finished reading.

@@ -255,8 +255,11 @@ Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStr
 // 32-row CTAs are 2 row warps x 4 K-splits (rows4) or 4 x 2 (rows2); 16-row CTAs 1 x 8 or 2 x 4.
 //   rows4_d3: one CTA per SM (255 registers), so 3 chunks of W per group stay in flight at every
 //          T; 64-row CTAs (32-row where 64-row ones would leave SMs idle).
-// auto (sdecode_auto_config, decode_rule.h): rows4_d3 at 4 and 8 tokens, rows4 at 1, 2 and 16
-// (tf32x3 at 16 tokens once its exact path for inf and NaN has run on a GPU). tf32x3 (stage tf3,
+// auto (sdecode_auto_config, decode_rule.h): rows4 at 1 and 2 tokens, rows4_d3 at 4 and 8, tf32x3
+// at 16: on an H100 (stage sdecode, results/h100/issue13/2026-12-07b/call2) it ran M = 16 at
+// N = K = 8192 in 95.8 us where rows4 took 111.4 (1.16x; 1.11x at N = 4096, K = 14336, 1.14x at
+// N = 16384, 1.05x at N = K = 1024), its inf/NaN path passing test_sgemm_decode_keeps_ieee_specials
+// (call1). tf32x3 (stage tf3,
 // results/h100/issue13/2026-12-07/call1/tf3) ran M = 16 at N = K = 8192 in 100.8 us on an H100
 // where rows4 took 116.2 (1.15x; 1.13x at N = 4096, K = 14336 and 1.15x at N = 16384), its error
 // 2.5e-7 against rows4's 2.9e-7 and cuBLAS fp32's 5.8e-7; at M = 4 and 8 it was level with rows4_d3
