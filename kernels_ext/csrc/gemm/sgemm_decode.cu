@@ -259,9 +259,9 @@ Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStr
 // at 16: on an H100 (stage sdecode, results/h100/issue13/2026-12-07b/call2) it ran M = 16 at
 // N = K = 8192 in 95.8 us where rows4 took 111.4 (1.16x; 1.11x at N = 4096, K = 14336, 1.14x at
 // N = 16384, 1.05x at N = K = 1024), its inf/NaN path passing test_sgemm_decode_keeps_ieee_specials
-// (call1). tf32x3 (stage tf3,
-// results/h100/issue13/2026-12-07/call1/tf3) ran M = 16 at N = K = 8192 in 100.8 us on an H100
-// where rows4 took 116.2 (1.15x; 1.13x at N = 4096, K = 14336 and 1.15x at N = 16384), its error
+// (call1). Before that, tf32x3 (stage tf3, results/h100/issue13/2026-12-07/call1/tf3) ran M = 16
+// at N = K = 8192 in 100.8 us on an H100 where rows4 took 116.2 (1.15x; 1.13x at N = 4096,
+// K = 14336 and 1.15x at N = 16384), its error
 // 2.5e-7 against rows4's 2.9e-7 and cuBLAS fp32's 5.8e-7; at M = 4 and 8 it was level with rows4_d3
 // (96.7 / 97.2 us against 95.5 / 100.6 the day before), at M = 1 6% slower than rows4 (96.2 against
 // 90.8). Timed by solbench run (scripts/tune/specs/sdecode_depth.yaml;
