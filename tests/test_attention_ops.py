@@ -155,3 +155,65 @@ def test_decode_rejects_long_queries_and_attention_lse_unknown_variants():
     with pytest.raises(ValueError, match="kernels_ext.attention_lse: variant must be one of 'auto', 'mma', 'wgmma', "
                        "'wgmma_persistent', 'decode'"):
         kernels_ext.attention_lse(q, q, q, variant="fast")
+
+
+TAIL_RULE_CHECK = r"""
+#include <cstdio>
+#include "attention/prefill_tail_rule.h"
+using namespace sk::attn;
+int main() {
+  int bad = 0;
+  // B4 H32 S4096 D128 with 128 x 192 tiles: 4,096 items on 132 SMs are 31 full rounds and 4 items
+  // over, each of 22 key tiles: 22 pieces of one tile each (88 blocks of the last round).
+  PrefillTailPlan p = plan_prefill_tail(4096, 22, 128, 132, true, false, 256);
+  bad += p.grid != 132 || p.first_item != 4092 || p.pieces != 22 || p.tiles_per_piece != 1 || p.rows != 512;
+  // B1 H32 S16384: 86 tiles, at most 33 pieces: 3 tiles a piece, 29 pieces.
+  p = plan_prefill_tail(4096, 86, 128, 132, true, false, 256);
+  bad += p.pieces != 29 || p.tiles_per_piece != 3;
+  // Whole items: causal, not asked, a full last round, items under 4 tiles, a tail of more than
+  // half the SMs (one piece each); the grid is then min(items, SMs) and nothing is split.
+  bad += plan_prefill_tail(4096, 22, 128, 132, true, true, 256).pieces != 0;
+  bad += plan_prefill_tail(4096, 22, 128, 132, false, false, 256).pieces != 0;
+  bad += plan_prefill_tail(132 * 31, 22, 128, 132, true, false, 256).pieces != 0;
+  bad += plan_prefill_tail(4096, 3, 128, 132, true, false, 256).pieces != 0;
+  bad += plan_prefill_tail(132 + 100, 22, 128, 132, true, false, 256).pieces != 0;
+  p = plan_prefill_tail(64, 3, 128, 132, true, false, 256);
+  bad += p.grid != 64 || p.first_item != 64 || p.rows != 0;
+  // Fewer items than SMs (no full round: measured slower split): whole.
+  p = plan_prefill_tail(64, 22, 128, 132, true, false, 256);
+  bad += p.grid != 64 || p.pieces != 0;
+  // One full round and 4 over, 8 tiles each: 8 pieces of one tile.
+  p = plan_prefill_tail(136, 8, 128, 132, true, false, 256);
+  bad += p.grid != 132 || p.first_item != 132 || p.pieces != 8 || p.tiles_per_piece != 1 || p.rows != 4 * 128;
+  // Invariants everywhere: the pieces fit the last round, cover every tile, none is empty, never
+  // more than the merge's limit.
+  for (int64_t sms : {1, 7, 114, 132}) {
+    for (int64_t items = 1; items <= 600; items += 7) {
+      for (int64_t tiles : {1, 4, 5, 22, 86, 1000}) {
+        p = plan_prefill_tail(items, tiles, 128, sms, true, false, 256);
+        if (p.pieces == 0) {
+          bad += p.first_item != items || p.grid != (items < sms ? items : sms);
+          continue;
+        }
+        const int64_t tail = items - p.first_item;
+        bad += items < sms || tail != items % sms || tail * p.pieces > sms || p.pieces > 256 || p.grid != sms;
+        bad += int64_t{p.pieces} * p.tiles_per_piece < tiles;
+        bad += int64_t{p.pieces - 1} * p.tiles_per_piece >= tiles;
+        bad += p.rows != tail * 128;
+      }
+    }
+  }
+  std::printf("%d wrong\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_prefill_tail_rule_splits_only_the_last_rounds_items(tmp_path):
+    """csrc/attention/prefill_tail_rule.h compiled for the host: the persistent launch's split tail
+    at issue 14's cases, where it keeps items whole (fewer items than SMs among them), and its
+    invariants over many sizes."""
+    from tests.host_check import run_host_check
+
+    run = run_host_check(tmp_path, TAIL_RULE_CHECK)
+    assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr

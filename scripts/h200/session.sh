@@ -22,6 +22,8 @@
 #   rsweep   linear_residual's configurations the same way (scripts/tune/specs/linear_residual_configs.yaml)
 #   dsweep   attention_decode's key-range splits (scripts/tune/specs/decode_splits.yaml), and the decode GPU tests
 #   asweep   flash_wgmma's tile configurations beside cuDNN (scripts/tune/specs/flash_wgmma_configs.yaml), and their GPU tests
+#   ptail    the persistent launch's split last round against whole items, the grid launch and cuDNN
+#            (scripts/tune/specs/prefill_tail.yaml), then the persistent launch's GPU tests
 #   xent     solbench run --ops cross_entropy,cross_entropy_rows and the cross-entropy GPU tests
 #   embed    solbench run --ops embedding (check_order after / before / unchecked) and the embedding GPU tests
 #   nms      solbench run --ops nms (torchvision and ours) and the NMS GPU tests
@@ -180,6 +182,14 @@ stage_asweep() {  # flash_wgmma's tile configurations (config=) beside cuDNN, ti
     --json "$OUT/flash_wgmma_configs.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/flash_wgmma_configs.json"
   timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/gpu/test_attention.py -k "config" -rfE 2>&1 | tail -8
+}
+stage_ptail() {  # the persistent launch with its last round split (tail=split) or whole, beside the grid launch
+  # and cuDNN, timed by solbench run; then the persistent launch's GPU tests (the configurations' included)
+  timeout 150 solbench run --specs scripts/tune/specs --ops prefill_tail --budget "${ATTN_BUDGET:-0.3}" --timeout 60 \
+    --json "$OUT/prefill_tail.json" --out $RUNS
+  python3 scripts/h200/sweep_summary.py "$OUT/prefill_tail.json"
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 4 tests/gpu/test_attention.py -k "persistent or split_tail" \
+    --junitxml "$OUT/ptail_tests.xml" -o junit_family=xunit1 -rfE 2>&1 | tail -8
 }
 stage_xent() {  # cross-entropy with the mean and per row, beside eager (compiled: FAMILIES_COMPILED=1, +1-2 min)
   timeout 150 solbench run --ops cross_entropy,cross_entropy_rows --budget 0.3 \

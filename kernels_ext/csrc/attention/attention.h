@@ -82,8 +82,9 @@ AttentionResult launch_flash_mma(const AttentionParams& p, cudaStream_t stream);
 AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream);
 
 // The same kernel as persistent blocks, one per SM, each looping over query tiles so that the
-// next tile's loads overlap the current one's end (a separate variant until measured; the
-// arithmetic of a tile is launch_flash_wgmma's).
+// next tile's loads overlap the current one's end (the arithmetic of a tile is
+// launch_flash_wgmma's). Every tile runs whole here; launch_flash_wgmma_config (flash_wgmma.h)
+// with a workspace also splits a partly filled last round over the idle SMs.
 AttentionResult launch_flash_wgmma_persistent(const AttentionParams& p, cudaStream_t stream);
 
 // Split-KV decoding (flash-decoding) for 1 <= Sq <= 16: the key range is split across

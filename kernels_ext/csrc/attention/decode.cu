@@ -37,6 +37,7 @@
 #include "args.cuh"
 #include "attention.h"
 #include "../tile/grid_dependency.cuh"
+#include "merge_partials.cuh"
 #include "mma_tile.cuh"
 #include "split_kv.h"
 
@@ -44,8 +45,6 @@ namespace sk::attn {
 namespace {
 
 constexpr int kDecodeBN = 64;         // keys per stage
-constexpr int kMaxPartials = 256;     // per row; the combine kernel stages their LSEs in smem
-constexpr int kCombineThreads = 128;  // one combine block per output row
 constexpr int kMaxDecodeQuery = 16;
 
 template <int D_, int MFW_, int WR_, int WK_, int STAGES_>
@@ -250,96 +249,24 @@ __global__ void __launch_bounds__(C::kThreads, 2)
 #endif
 }
 
-// One block per output row (a grid-stride loop beyond the grid): weights w_i = exp(lse_i - m),
-// m the max over the row's partials, o = sum w_i o_i / sum w_i, lse = m + log(sum w_i). The
-// block's threads form G = 128 / (D / 4) groups of D / 4 (one float4 column each); group g
-// takes partials g, g + G, ... with four loads in flight per thread (the reads are L2 hits
-// the split kernel just wrote, so latency, not bandwidth, is what a serial walk would cost),
-// then the groups' sums meet in shared memory. A row whose partials are all empty (every key
-// masked) gets o = 0 and lse = -inf.
+// One block per output row (a grid-stride loop beyond the grid), merged by merge_partials.
 template <class T, int D>
 __global__ void __launch_bounds__(kCombineThreads)
     decode_combine(const __grid_constant__ DecodeArgs d) {
-  constexpr int kVecs = D / 4;
-  constexpr int kGroups = kCombineThreads / kVecs;
-  static_assert(kCombineThreads % kVecs == 0 && kGroups * kVecs == kCombineThreads, "groups");
-  __shared__ float lse_s[kMaxPartials];
-  __shared__ float4 acc_s[kGroups][kVecs];
+  __shared__ MergeSmem<D> sm;
   const AttnArgs& a = d.a;
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int g = tid / kVecs;
-  const int c = tid % kVecs;
   const int np = d.s.partials;
   const int64_t total_rows = static_cast<int64_t>(a.batch) * a.heads_q * a.seq_q;
   tile::wait_for_prior_grids();  // before the first read of the split kernel's partials
-
   for (int64_t row = blockIdx.x; row < total_rows; row += gridDim.x) {
-    for (int i = tid; i < np; i += kCombineThreads) lse_s[i] = d.s.lse_part[row * np + i];
-    __syncthreads();
-    // Every warp reduces the (at most 256) LSEs itself: no second barrier needed.
-    float m = -CUDART_INF_F;
-    for (int i = lane; i < np; i += 32) m = fmaxf(m, lse_s[i]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    const bool empty = m == -CUDART_INF_F;
-    float total = 0.f;
-    for (int i = lane; i < np; i += 32) total += empty ? 0.f : expf(lse_s[i] - m);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-
-    // Partials that saw no key hold zeros (finite) and get weight 0: no read needs skipping.
-    // The loads of a batch are issued before any of their weights is computed, so that they
-    // are in flight together.
-    const float* o_part = d.s.o_part + row * np * D + 4 * c;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    auto add = [&](float4 x, float lse_i) {
-      const float w = expf(lse_i - m);
-      acc.x = fmaf(w, x.x, acc.x), acc.y = fmaf(w, x.y, acc.y);
-      acc.z = fmaf(w, x.z, acc.z), acc.w = fmaf(w, x.w, acc.w);
-    };
-    if (!empty) {  // block-uniform
-      constexpr int kBatch = 4;
-      int i = g;
-      for (; i + (kBatch - 1) * kGroups < np; i += kBatch * kGroups) {
-        float4 x[kBatch];
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          x[u] = *reinterpret_cast<const float4*>(o_part + static_cast<int64_t>(i + u * kGroups) * D);
-        }
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) add(x[u], lse_s[i + u * kGroups]);
-      }
-      for (; i < np; i += kGroups) {
-        add(*reinterpret_cast<const float4*>(o_part + static_cast<int64_t>(i) * D), lse_s[i]);
-      }
-    }
-    acc_s[g][c] = acc;
-    __syncthreads();
-    if (tid < kVecs) {
-      float4 sum = acc_s[0][tid];
-#pragma unroll
-      for (int j = 1; j < kGroups; ++j) {
-        const float4 x = acc_s[j][tid];
-        sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-      }
-      const float inv = total > 0.f ? 1.f / total : 0.f;
-      // Packed row -> (batch, query head, position); o uses the caller's strides.
-      const int pos = static_cast<int>(row % a.seq_q);
-      const int64_t bh = row / a.seq_q;
-      const int h = static_cast<int>(bh % a.heads_q);
-      const int b = static_cast<int>(bh / a.heads_q);
-      T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head +
-               static_cast<int64_t>(pos) * D + 4 * tid;
-      uint2 packed;
-      packed.x = tile::pack2<T>(sum.x * inv, sum.y * inv);
-      packed.y = tile::pack2<T>(sum.z * inv, sum.w * inv);
-      *reinterpret_cast<uint2*>(out) = packed;
-      if (a.lse != nullptr && tid == 0) {
-        a.lse[row] = total > 0.f ? m + logf(total) : -CUDART_INF_F;
-      }
-    }
-    __syncthreads();  // lse_s and acc_s are rewritten for the next row
+    // Packed row -> (batch, query head, position); o uses the caller's strides.
+    const int pos = static_cast<int>(row % a.seq_q);
+    const int64_t bh = row / a.seq_q;
+    const int h = static_cast<int>(bh % a.heads_q);
+    const int b = static_cast<int>(bh / a.heads_q);
+    T* out = static_cast<T*>(a.o) + b * a.o_batch + h * a.o_head + static_cast<int64_t>(pos) * D;
+    merge_partials<T, D>(d.s.o_part + row * np * D, d.s.lse_part + row * np, np, out,
+                         a.lse != nullptr ? a.lse + row : nullptr, sm);
   }
 }
 

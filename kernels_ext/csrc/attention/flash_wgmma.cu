@@ -17,6 +17,9 @@
 //  - between warpgroups, one named barrier per consumer makes them take turns issuing their
 //    products (ping-pong; with three consumers the turn goes 0 -> 1 -> 2 -> 0), so one
 //    warpgroup's softmax fills the others' matrix-product time.
+// Persistent launch (one block per SM looping over the query tiles): where the tiles do not fill
+// the last round, that round's tiles are split over their keys across the blocks that would idle
+// and merged by LSE in prefill_tail_combine (prefill_tail_rule.h says when).
 // Causal blocks stop at the last tile their last row sees and mask only tiles that cross the
 // diagonal or the key tail (any BN that is a multiple of 16: 176 = 11 x 16 too); rows that see
 // no key get o = 0, lse = -inf.
@@ -45,7 +48,9 @@
 #include "attention.h"
 #include "flash_wgmma.h"
 #include "../tile/grid_dependency.cuh"
+#include "merge_partials.cuh"
 #include "mma_tile.cuh"
+#include "prefill_tail_rule.h"
 #include "split_kv.h"
 
 namespace sk::attn {
@@ -108,6 +113,31 @@ struct Barriers {
   uint64_t q_full[2], q_empty[2];
   uint64_t k_full[4], k_empty[4], v_full[4], v_empty[4];
 };
+
+// The persistent launch's split tail (prefill_tail_rule.h): items [first_item, items) run as
+// `pieces` pieces of tiles_per_piece key tiles each, every piece writing its rows' normalised
+// partial output and LSE; prefill_tail_combine merges them. pieces == 0: no split.
+struct PrefillTail {
+  float* o_part = nullptr;    // [(item - first_item) * BM + row][pieces][D]
+  float* lse_part = nullptr;  // [(item - first_item) * BM + row][pieces]
+  int64_t first_item = 0;
+  int pieces = 0;
+  int tiles_per_piece = 0;
+};
+
+// Item idx of a prefill launch in head-major order: query tile, head, batch. Causal heads take
+// their heaviest tiles (the last rows) first.
+struct ItemCoords {
+  int m_block, h, b;
+};
+
+// 32-bit: the launcher keeps a persistent launch under 2^30 items. (The producer thread runs this
+// with 24 registers, where 64-bit divisions, which are calls, would spill.)
+__device__ __forceinline__ ItemCoords item_coords(const AttnArgs& a, int idx, int m_blocks) {
+  const int mi = idx % m_blocks;
+  const int bh = idx / m_blocks;
+  return {a.causal ? m_blocks - 1 - mi : mi, bh % a.heads_q, bh / a.heads_q};
+}
 
 #if SK_TILE_SM90A
 constexpr int kSwizzleBytes = 128;
@@ -223,6 +253,9 @@ struct Work {
   int head;
   int tile0;
   int n_tiles;
+  // A piece of a split tail item: the workspace slot of its first row's partial (row r of the
+  // item is slot + r * pieces); -1 otherwise. One int, as it stays live through the main loop.
+  int tail_slot = -1;
 };
 
 // Keys visible to row `row` of the row space (split mode: packed row -> its position).
@@ -254,8 +287,9 @@ __device__ __forceinline__ void turns_end(int cw) {
 // producer (q_empty) once the item's last S = Q K^T has retired.
 template <class T, class C, bool kSplit, int NQ>
 __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& split,
-                                             const Smem<C>& sm, Barriers& bar, int cw,
-                                             const Work& w, int ring0, int round) {
+                                             const PrefillTail& tail, const Smem<C>& sm,
+                                             Barriers& bar, int cw, const Work& w, int ring0,
+                                             int round) {
   constexpr int NT = C::NT, D = C::D;
   const int n_tiles = w.n_tiles;
   const int t128 = static_cast<int>(threadIdx.x) - (cw + 1) * tile::kWarpgroupThreads;
@@ -361,21 +395,33 @@ __device__ __forceinline__ void consume_work(const AttnArgs& a, const SplitKV& s
 
   float inv_sum[2], lse[2];
   softmax.finalize(inv_sum, lse);
+  // A partial (split mode, or a piece of the persistent launch's split tail): this thread's
+  // D / 4 columns of row hh, normalised, in fp32, and the row's LSE, for a merge kernel.
+  auto write_partial = [&](int hh, float* row_out, float* lse_out) {
+    float* out = row_out + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<float2*>(out + 8 * j) =
+          make_float2(o[0][j][2 * hh] * inv_sum[hh], o[0][j][2 * hh + 1] * inv_sum[hh]);
+    }
+    if ((lane & 3) == 0) *lse_out = lse[hh];
+  };
   if constexpr (kSplit) {
-    // Normalised partial output and LSE of this split, for decode.cu's combine kernel.
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int pr = row0 + 8 * hh;
       if (pr >= split.rows) continue;
       const int64_t row = (static_cast<int64_t>(w.b) * a.heads_kv + w.head) * split.rows + pr;
-      const int partial = blockIdx.x;
-      float* out = split.o_part + (row * split.partials + partial) * D + 2 * (lane & 3);
+      const int64_t slot = row * split.partials + blockIdx.x;
+      write_partial(hh, split.o_part + slot * D, split.lse_part + slot);
+    }
+  } else if (w.tail_slot >= 0) {
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<float2*>(out + 8 * j) =
-            make_float2(o[0][j][2 * hh] * inv_sum[hh], o[0][j][2 * hh + 1] * inv_sum[hh]);
-      }
-      if ((lane & 3) == 0) split.lse_part[row * split.partials + partial] = lse[hh];
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 8 * hh;
+      if (row >= a.seq_q) continue;
+      const int64_t slot = w.tail_slot + static_cast<int64_t>(row - w.row_base) * tail.pieces;
+      write_partial(hh, tail.o_part + slot * D, tail.lse_part + slot);
     }
   } else {
     T* out = static_cast<T*>(a.o) + w.b * a.o_batch + w.head * a.o_head;
@@ -415,20 +461,34 @@ __device__ __forceinline__ PrefillItem prefill_item(const AttnArgs& a, int m_blo
 
 // Persistent blocks (one per SM) walk the items in head-major order -- a head's query tiles
 // run side by side and share its K/V through L2 -- with a causal head's heaviest tiles first.
-// Round r of block c takes item r G + c, or r G + G - 1 - c on odd rounds (G blocks): the
+// Round r of block c takes slot r G + c, or r G + G - 1 - c on odd rounds (G blocks): the
 // snake pairs a block's heavy causal tiles with light ones across rounds, where a plain
-// stride would give some blocks the heavy end of every round. False past the last item.
+// stride would give some blocks the heavy end of every round. Slots from tail.first_item on are
+// pieces of the split tail items (slot first_item + i: piece i % pieces of item first_item +
+// i / pieces), so the last round's blocks share those items' key tiles. False past the last.
 template <class C>
-__device__ __forceinline__ bool persistent_item(const AttnArgs& a, int round, PrefillItem* item) {
-  const int64_t g = gridDim.x;
-  const int64_t c = blockIdx.x;
-  const int64_t idx = round * g + ((round & 1) ? g - 1 - c : c);
+__device__ __forceinline__ bool persistent_item(const AttnArgs& a, const PrefillTail& tail,
+                                                int round, PrefillItem* item) {
+  const int g = static_cast<int>(gridDim.x);
+  const int c = static_cast<int>(blockIdx.x);
+  const int slot = round * g + ((round & 1) ? g - 1 - c : c);
   const int m_blocks = (a.seq_q + C::BM - 1) / C::BM;
-  if (idx >= static_cast<int64_t>(m_blocks) * a.heads_q * a.batch) return false;
-  const int mi = static_cast<int>(idx % m_blocks);
-  const int64_t bh = idx / m_blocks;
-  *item = prefill_item<C>(a, a.causal ? m_blocks - 1 - mi : mi, static_cast<int>(bh % a.heads_q),
-                          static_cast<int>(bh / a.heads_q));
+  const int first = static_cast<int>(tail.first_item);
+  int idx = slot;
+  int piece = -1;
+  if (tail.pieces > 0 && slot >= first) {
+    idx = first + (slot - first) / tail.pieces;
+    piece = (slot - first) % tail.pieces;
+  }
+  if (idx >= m_blocks * a.heads_q * a.batch) return false;
+  const ItemCoords at = item_coords(a, idx, m_blocks);
+  *item = prefill_item<C>(a, at.m_block, at.h, at.b);
+  if (piece >= 0) {
+    Work& w = item->w;
+    w.tail_slot = (idx - first) * C::BM * tail.pieces + piece;
+    w.tile0 = piece * tail.tiles_per_piece;
+    w.n_tiles = max(0, min(w.n_tiles, w.tile0 + tail.tiles_per_piece) - w.tile0);
+  }
   return true;
 }
 
@@ -445,10 +505,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_fwd(const __grid_constant__ CUtensorMap q_map,
                     const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map,
-                    const __grid_constant__ AttnArgs args, const __grid_constant__ SplitKV split) {
+                    const __grid_constant__ AttnArgs args, const __grid_constant__ SplitKV split,
+                    const __grid_constant__ PrefillTail tail) {
   static_assert(!(kSplit && kPersistent), "split mode has its own grid");
 #if SK_TILE_SM90A
-  if constexpr (kSplit) tile::launch_dependents();  // decode_combine may be placed once all blocks run
+  // The merge kernel (decode_combine, prefill_tail_combine) may be placed once all blocks run;
+  // it cannot share an SM with one of these blocks (registers), so it takes SMs as they finish.
+  if (kSplit || tail.pieces > 0) tile::launch_dependents();
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ Barriers bar;
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
@@ -506,7 +569,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       tile::tma_prefetch_descriptor(&v_map);
       if constexpr (kPersistent) {
         int ring = 0;
-        for (int round = 0; persistent_item<C>(args, round, &item); ++round) {
+        for (int round = 0; persistent_item<C>(args, tail, round, &item); ++round) {
           produce_work<C, kQBuffers>(&q_map, &k_map, &v_map, sm, bar, item.q_row, item.q_head,
                                      item.kv_head, item.w.tile0, item.w.n_tiles, ring, round);
           ring += item.w.n_tiles;
@@ -522,18 +585,41 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     turns_begin<C::kConsumers>(cw);
     if constexpr (kPersistent) {
       int ring = 0;
-      for (int round = 0; persistent_item<C>(args, round, &item); ++round) {
-        consume_work<T, C, false, kQBuffers>(args, split, sm, bar, cw, item.w, ring, round);
+      for (int round = 0; persistent_item<C>(args, tail, round, &item); ++round) {
+        consume_work<T, C, false, kQBuffers>(args, split, tail, sm, bar, cw, item.w, ring, round);
         ring += item.w.n_tiles;
       }
     } else {
-      consume_work<T, C, kSplit, 1>(args, split, sm, bar, cw, item.w, 0, 0);
+      consume_work<T, C, kSplit, 1>(args, split, tail, sm, bar, cw, item.w, 0, 0);
     }
     turns_end(cw);
   }
 #else
   __trap();  // built without sm_90a code: the launchers refuse such devices before this
 #endif
+}
+
+// The split tail's merge: one block per workspace row (a grid-stride loop beyond the grid), the
+// row's pieces merged by their LSEs into o (and lse where wanted); launched as a programmatic
+// dependent of the persistent kernel, whose writes it waits for.
+template <class T, int D, int BM>
+__global__ void __launch_bounds__(kCombineThreads)
+    prefill_tail_combine(const __grid_constant__ AttnArgs a, const __grid_constant__ PrefillTail tail) {
+  __shared__ MergeSmem<D> sm;
+  const int m_blocks = (a.seq_q + BM - 1) / BM;
+  const int64_t rows = (static_cast<int64_t>(m_blocks) * a.heads_q * a.batch - tail.first_item) * BM;
+  tile::wait_for_prior_grids();
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const ItemCoords at = item_coords(a, static_cast<int>(tail.first_item + r / BM), m_blocks);
+    const int pos = at.m_block * BM + static_cast<int>(r % BM);
+    if (pos >= a.seq_q) continue;  // block-uniform: rows past the last query tile's end
+    T* out = static_cast<T*>(a.o) + at.b * a.o_batch + at.h * a.o_head + static_cast<int64_t>(pos) * D;
+    float* lse = a.lse != nullptr
+                     ? a.lse + (static_cast<int64_t>(at.b) * a.heads_q + at.h) * a.seq_q + pos
+                     : nullptr;
+    merge_partials<T, D>(tail.o_part + r * tail.pieces * D, tail.lse_part + r * tail.pieces,
+                         tail.pieces, out, lse, sm);
+  }
 }
 
 // The named prefill configurations (flash_wgmma.h): BM x BN _ stages at head dim D.
@@ -580,7 +666,8 @@ bool make_head_map(CUtensorMap* map, const void* base, int64_t heads_total, int6
 
 template <class T, class C, bool kSplit, bool kPersistent>
 cudaError_t launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
-                   const AttnArgs& a, const SplitKV& split, dim3 grid, cudaStream_t stream) {
+                   const AttnArgs& a, const SplitKV& split, const PrefillTail& tail, dim3 grid,
+                   cudaStream_t stream) {
   static_assert(C::kPanels * kPanelCols == C::D && C::NT * 8 == C::BN, "tile shape");
   auto kernel = flash_wgmma_fwd<T, C, kSplit, kPersistent>;
   constexpr int kSmem = kPersistent ? C::kPersistentSmemBytes : C::kSmemBytes;
@@ -588,7 +675,7 @@ cudaError_t launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUt
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, C::kThreads, kSmem, stream>>>(q_map, k_map, v_map, a, split);
+  kernel<<<grid, C::kThreads, kSmem, stream>>>(q_map, k_map, v_map, a, split, tail);
   return cudaGetLastError();
 }
 
@@ -611,12 +698,12 @@ bool make_maps(const AttentionParams& p, bool split, CUtensorMap* q_map, CUtenso
 
 template <class T, class C, bool kSplit, bool kPersistent>
 AttentionResult run(const AttentionParams& p, const SplitKV& split, dim3 grid,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const PrefillTail& tail = PrefillTail{}) {
   CUtensorMap q_map, k_map, v_map;
   if (!make_maps<T, C>(p, kSplit, &q_map, &k_map, &v_map))
     return {AttentionStatus::kTensorMap, cudaSuccess};
-  const cudaError_t err =
-      launch<T, C, kSplit, kPersistent>(q_map, k_map, v_map, make_args(p), split, grid, stream);
+  const cudaError_t err = launch<T, C, kSplit, kPersistent>(q_map, k_map, v_map, make_args(p),
+                                                            split, tail, grid, stream);
   if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
   return {};
 }
@@ -633,16 +720,60 @@ AttentionResult dispatch_split(const AttentionParams& p, const SplitKV& split, d
                           : run<__half, D128SplitConfig, true, false>(p, split, grid, stream);
 }
 
-// Prefill with configuration C: one block per query tile, or (kPersistent) one per SM.
+// Caller-provided scratch memory (the persistent launch's split tail); null: none.
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// How the persistent launch of configuration C deals p's items (prefill_tail_rule.h).
+template <class C>
+PrefillTailPlan persistent_plan(const AttentionParams& p, bool split_tail) {
+  const int64_t items = ceil_div(p.seq_q, C::BM) * p.heads_q * p.batch;
+  return plan_prefill_tail(items, ceil_div(p.seq_k, C::BN), C::BM, device_sm_count(), split_tail,
+                           p.causal, kMaxPartials);
+}
+
+template <class C>
+size_t tail_workspace_bytes(const PrefillTailPlan& plan) {
+  return static_cast<size_t>(plan.rows) * plan.pieces * (C::D + 1) * sizeof(float);
+}
+
+template <class T, class C>
+cudaError_t launch_tail_combine(const AttentionParams& p, const PrefillTail& tail, int64_t rows,
+                                cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20)));
+  return tile::launch_dependent(prefill_tail_combine<T, C::D, C::BM>, grid, dim3(kCombineThreads),
+                                0, stream, make_args(p), tail);
+}
+
+// Prefill with configuration C: one block per query tile, or (kPersistent) one per SM, splitting
+// the last round's items over their keys where `ws` is given and the plan says so.
 template <class T, class C, bool kPersistent>
-AttentionResult run_prefill(const AttentionParams& p, cudaStream_t stream) {
+AttentionResult run_prefill(const AttentionParams& p, const Workspace& ws, cudaStream_t stream) {
   const int64_t m_blocks = ceil_div(p.seq_q, C::BM);
   if constexpr (kPersistent) {
     const int64_t items = m_blocks * p.heads_q * p.batch;
-    // The kernel's ring counters are 32-bit; so many items (2^31) never fit one launch anyway.
-    if (items > INT32_MAX / 2) return run_prefill<T, C, false>(p, stream);
-    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(items, device_sm_count())), 1, 1);
-    return run<T, C, false, true>(p, SplitKV{}, grid, stream);
+    // The kernel's item and ring counters are 32-bit; so many items never fit one launch anyway.
+    if (items > (int64_t{1} << 30)) return run_prefill<T, C, false>(p, ws, stream);
+    const PrefillTailPlan plan = persistent_plan<C>(p, ws.ptr != nullptr);
+    PrefillTail tail;
+    if (plan.pieces > 0) {
+      if (ws.bytes < tail_workspace_bytes<C>(plan) || (reinterpret_cast<uintptr_t>(ws.ptr) & 15u) != 0) {
+        return {AttentionStatus::kWorkspaceTooSmall, cudaSuccess};
+      }
+      tail.o_part = static_cast<float*>(ws.ptr);
+      tail.lse_part = tail.o_part + plan.rows * plan.pieces * C::D;
+      tail.first_item = plan.first_item;
+      tail.pieces = plan.pieces;
+      tail.tiles_per_piece = plan.tiles_per_piece;
+    }
+    const AttentionResult r =
+        run<T, C, false, true>(p, SplitKV{}, dim3(static_cast<unsigned>(plan.grid)), stream, tail);
+    if (!r.ok() || plan.pieces == 0) return r;
+    const cudaError_t err = launch_tail_combine<T, C>(p, tail, plan.rows, stream);
+    if (err != cudaSuccess) return {AttentionStatus::kCudaError, err};
+    return {};
   } else {
     const dim3 grid(static_cast<unsigned>(m_blocks), static_cast<unsigned>(p.heads_q),
                     static_cast<unsigned>(p.batch));
@@ -650,50 +781,61 @@ AttentionResult run_prefill(const AttentionParams& p, cudaStream_t stream) {
   }
 }
 
-template <class T, bool kPersistent, int D>
-AttentionResult run_config(const AttentionParams& p, FlashWgmmaConfig c, cudaStream_t stream) {
+// kAuto's pick. The H200 sweep (scripts/tune/specs/flash_wgmma_configs.yaml,
+// results/h200/issue14/2026-12-01_s6/): at D = 64 three consumer warpgroups, 1.07-1.09x cuDNN
+// persistent, 0.98-1.04x grid (128x128_s2: 0.90-0.93x); at D = 128 192-key tiles for the
+// persistent launch (0.99-1.06x; 128x128_s2 0.91-1.02x), a third stage for the grid one
+// (0.88-1.03x; 0.87-1.03x). Few query tiles (B2 H8 S1024: 96 blocks of 192 rows for 132 SMs) keep
+// 128-row blocks: 192 rows ran 0.83x cuDNN there, 128 rows 0.93x (results/h200/issue14/run/attention/).
+FlashWgmmaConfig resolve_config(const AttentionParams& p, FlashWgmmaConfig c, bool persistent) {
+  if (c != FlashWgmmaConfig::kAuto) return c;
+  if (p.head_dim == 64) {
+    const int64_t tiles = ceil_div(p.seq_q, int64_t{Cfg192x128s2::BM}) * p.heads_q * p.batch;
+    return tiles >= 2 * int64_t{device_sm_count()} ? FlashWgmmaConfig::k192x128_s2
+                                                   : FlashWgmmaConfig::k128x128_s2;
+  }
+  return persistent ? FlashWgmmaConfig::k128x192_s2 : FlashWgmmaConfig::k128x128_s3;
+}
+
+// Calls f with a value of the configuration type c names at head dim D (c resolved: not kAuto);
+// kBadHeadDim where c does not exist at D.
+template <int D, class F>
+AttentionResult visit_config(FlashWgmmaConfig c, F&& f) {
   switch (c) {
-    case FlashWgmmaConfig::kAuto:
-      // The H200 sweep (scripts/tune/specs/flash_wgmma_configs.yaml, results/h200/issue14/2026-12-01_s6/):
-      // at D = 64 three consumer warpgroups, 1.07-1.09x cuDNN persistent, 0.98-1.04x grid (128x128_s2:
-      // 0.90-0.93x); at D = 128 192-key tiles for the persistent launch (0.99-1.06x; 128x128_s2
-      // 0.91-1.02x), a third stage for the grid one (0.88-1.03x; 0.87-1.03x).
-      // Few query tiles (B2 H8 S1024: 96 blocks of 192 rows for 132 SMs) keep 128-row blocks: 192
-      // rows ran 0.83x cuDNN there, 128 rows 0.93x (results/h200/issue14/run/attention/).
-      if constexpr (D == 64) {
-        const int64_t tiles = ceil_div(p.seq_q, int64_t{Cfg192x128s2::BM}) * p.heads_q * p.batch;
-        if (tiles >= 2 * int64_t{device_sm_count()}) return run_prefill<T, Cfg192x128s2, kPersistent>(p, stream);
-        return run_prefill<T, Cfg128x128s2<D>, kPersistent>(p, stream);
-      }
-      if constexpr (kPersistent) return run_prefill<T, Cfg128x192s2<D>, kPersistent>(p, stream);
-      return run_prefill<T, Cfg128x128s3<D>, kPersistent>(p, stream);
-    case FlashWgmmaConfig::k128x128_s2:
-      return run_prefill<T, Cfg128x128s2<D>, kPersistent>(p, stream);
-    case FlashWgmmaConfig::k128x176_s2:
-      return run_prefill<T, Cfg128x176s2<D>, kPersistent>(p, stream);
-    case FlashWgmmaConfig::k128x128_s3:
-      return run_prefill<T, Cfg128x128s3<D>, kPersistent>(p, stream);
-    case FlashWgmmaConfig::k128x192_s2:
-      return run_prefill<T, Cfg128x192s2<D>, kPersistent>(p, stream);
+    case FlashWgmmaConfig::k128x128_s2: return f(Cfg128x128s2<D>{});
+    case FlashWgmmaConfig::k128x176_s2: return f(Cfg128x176s2<D>{});
+    case FlashWgmmaConfig::k128x128_s3: return f(Cfg128x128s3<D>{});
+    case FlashWgmmaConfig::k128x192_s2: return f(Cfg128x192s2<D>{});
     case FlashWgmmaConfig::k192x128_s2:
-      if constexpr (D == 64) return run_prefill<T, Cfg192x128s2, kPersistent>(p, stream);
+      if constexpr (D == 64) return f(Cfg192x128s2{});
       break;
     case FlashWgmmaConfig::k192x128_s3:
-      if constexpr (D == 64) return run_prefill<T, Cfg192x128s3, kPersistent>(p, stream);
+      if constexpr (D == 64) return f(Cfg192x128s3{});
+      break;
+    case FlashWgmmaConfig::kAuto:
       break;
   }
   return {AttentionStatus::kBadHeadDim, cudaSuccess};  // flash_wgmma_config_applies() said no
 }
 
-template <bool kPersistent>
-AttentionResult dispatch_prefill(const AttentionParams& p, FlashWgmmaConfig c,
-                                 cudaStream_t stream) {
+template <class T, int D>
+AttentionResult run_config(const AttentionParams& p, FlashWgmmaConfig c, bool persistent,
+                           const Workspace& ws, cudaStream_t stream) {
+  return visit_config<D>(resolve_config(p, c, persistent), [&](auto cfg) {
+    using C = decltype(cfg);
+    return persistent ? run_prefill<T, C, true>(p, ws, stream)
+                      : run_prefill<T, C, false>(p, ws, stream);
+  });
+}
+
+AttentionResult dispatch_prefill(const AttentionParams& p, FlashWgmmaConfig c, bool persistent,
+                                 const Workspace& ws, cudaStream_t stream) {
   if (p.dtype == DType::kBFloat16) {
-    return p.head_dim == 64 ? run_config<__nv_bfloat16, kPersistent, 64>(p, c, stream)
-                            : run_config<__nv_bfloat16, kPersistent, 128>(p, c, stream);
+    return p.head_dim == 64 ? run_config<__nv_bfloat16, 64>(p, c, persistent, ws, stream)
+                            : run_config<__nv_bfloat16, 128>(p, c, persistent, ws, stream);
   }
-  return p.head_dim == 64 ? run_config<__half, kPersistent, 64>(p, c, stream)
-                          : run_config<__half, kPersistent, 128>(p, c, stream);
+  return p.head_dim == 64 ? run_config<__half, 64>(p, c, persistent, ws, stream)
+                          : run_config<__half, 128>(p, c, persistent, ws, stream);
 }
 
 bool device_is_sm90() {
@@ -762,15 +904,35 @@ bool flash_wgmma_config_applies(FlashWgmmaConfig c, int64_t head_dim) {
 }
 
 AttentionResult launch_flash_wgmma_config(const AttentionParams& p, FlashWgmmaConfig c,
-                                          bool persistent, cudaStream_t stream) {
+                                          bool persistent, cudaStream_t stream, void* workspace,
+                                          size_t workspace_bytes) {
   bool done = false;
   const AttentionResult pre = attn::prefill_preamble(p, stream, &done);
   if (done) return pre;
   if (!flash_wgmma_config_applies(c, p.head_dim)) {
     return {AttentionStatus::kBadHeadDim, cudaSuccess};
   }
-  return persistent ? attn::dispatch_prefill<true>(p, c, stream)
-                    : attn::dispatch_prefill<false>(p, c, stream);
+  return attn::dispatch_prefill(p, c, persistent, {workspace, workspace_bytes}, stream);
+}
+
+size_t flash_wgmma_persistent_workspace_bytes(const AttentionParams& p, FlashWgmmaConfig c) {
+  if (check_attention_params(p) != AttentionStatus::kOk || !flash_wgmma_config_applies(c, p.head_dim) ||
+      p.batch == 0 || p.heads_q == 0 || p.seq_q == 0 || p.seq_k == 0) {
+    return 0;
+  }
+  size_t bytes = 0;
+  auto size = [&](auto cfg) {
+    using C = decltype(cfg);
+    bytes = attn::tail_workspace_bytes<C>(attn::persistent_plan<C>(p, true));
+    return AttentionResult{};
+  };
+  const FlashWgmmaConfig r = attn::resolve_config(p, c, true);
+  if (p.head_dim == 64) {
+    attn::visit_config<64>(r, size);
+  } else {
+    attn::visit_config<128>(r, size);
+  }
+  return bytes;
 }
 
 AttentionResult launch_flash_wgmma(const AttentionParams& p, cudaStream_t stream) {

@@ -11,6 +11,7 @@
 // Decoding's split mode keeps its own tiles (128 x 128, 3 stages) whatever is named here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "attention.h"
@@ -36,8 +37,16 @@ bool flash_wgmma_config_applies(FlashWgmmaConfig c, int64_t head_dim);
 
 // launch_flash_wgmma (persistent = false) or launch_flash_wgmma_persistent (true) with the named
 // tiles; a configuration that does not apply to p.head_dim returns kBadHeadDim (the bindings
-// check flash_wgmma_config_applies first, and name the configuration).
+// check flash_wgmma_config_applies first, and name the configuration). With a workspace of
+// flash_wgmma_persistent_workspace_bytes (16-byte aligned), a persistent launch splits the items
+// of its last, partly filled round over their key tiles across the SMs that would idle, and
+// merges the pieces in a second kernel (csrc/attention/prefill_tail_rule.h says when); without
+// one (null) every item runs whole. A workspace smaller than needed returns kWorkspaceTooSmall.
 AttentionResult launch_flash_wgmma_config(const AttentionParams& p, FlashWgmmaConfig c,
-                                          bool persistent, cudaStream_t stream);
+                                          bool persistent, cudaStream_t stream,
+                                          void* workspace = nullptr, size_t workspace_bytes = 0);
+
+// Bytes of the persistent launch's split tail for p on the current device (0: it runs whole).
+size_t flash_wgmma_persistent_workspace_bytes(const AttentionParams& p, FlashWgmmaConfig c);
 
 }  // namespace sk

@@ -63,7 +63,8 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
                                        const at::Tensor& k, const at::Tensor& v, bool causal,
                                        std::optional<double> scale, bool want_lse,
                                        int decode_splits = 0,
-                                       FlashWgmmaConfig wgmma_config = FlashWgmmaConfig::kAuto) {
+                                       FlashWgmmaConfig wgmma_config = FlashWgmmaConfig::kAuto,
+                                       bool split_tail = true) {
   AttentionParams p;
   p.decode_splits = decode_splits;
   p.dtype = q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
@@ -96,9 +97,15 @@ std::tuple<at::Tensor, at::Tensor> run(const char* op, Variant variant, const at
     case Variant::kWgmma:
       r = launch_flash_wgmma_config(p, wgmma_config, false, stream);
       break;
-    case Variant::kWgmmaPersistent:
-      r = launch_flash_wgmma_config(p, wgmma_config, true, stream);
+    case Variant::kWgmmaPersistent: {
+      // The split tail's partials (a few MiB at most); none where the launch runs every item whole.
+      const size_t bytes = split_tail ? flash_wgmma_persistent_workspace_bytes(p, wgmma_config) : 0;
+      at::Tensor workspace;
+      if (bytes > 0) workspace = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
+      r = launch_flash_wgmma_config(p, wgmma_config, true, stream,
+                                    bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
       break;
+    }
     case Variant::kDecode: {
       SK_CHECK_VALUE(p.seq_q >= 1 && p.seq_q <= kMaxDecodeQuery, "solbench_kernels::", op,
                         ": decode needs a query length SQ of 1 to 16, got ", p.seq_q);
@@ -184,10 +191,10 @@ at::Tensor flash_attention_wgmma(const at::Tensor& q, const at::Tensor& k, const
 at::Tensor flash_attention_wgmma_persistent(const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& v, bool causal,
                                             std::optional<double> scale,
-                                            c10::string_view config) {
+                                            c10::string_view config, c10::string_view tail) {
   const char* op = "flash_attention_wgmma_persistent";
   return std::get<0>(run(op, Variant::kWgmmaPersistent, q, k, v, causal, scale, false, 0,
-                         wgmma_config_of(op, config, q)));
+                         wgmma_config_of(op, config, q), tail != "whole"));
 }
 
 at::Tensor attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
