@@ -8,10 +8,11 @@
 // 132 and 4 items over; B1 H32 S16384 too): ~3% of the kernel. The split tail gives each of those
 // T items' key tiles to P blocks (pieces of ceil(n_tiles / P) tiles), each writing a normalised
 // partial output and its log-sum-exp, which a small second kernel merges (as split-KV decoding's
-// combine does). Measured on an H100 (docs/PERF.md, 2026-12-07, scripts/tune/specs/prefill_tail.yaml):
-// 1.046x the whole-item launch at B4 H32 S4096 D128, 1.027x at S16384, 1.040x at D64. Where
-// there are fewer items than SMs (B1 H4 S2048 D128: 64 items, each split in two) it was 0.88x,
-// so a tail is split only after at least one full round. The other conditions: P >= 2, and items
+// combine does). Measured on an H100 in two calls (docs/PERF.md, 2026-12-07,
+// scripts/tune/specs/prefill_tail.yaml): 1.02-1.05x the whole-item launch at B4 H32 S4096 D128,
+// S16384 and D64; 1.017-1.029x cuDNN at the first. Where there were fewer items than SMs
+// (B1 H4 S2048 D128: 64 items, each split in two) it was 0.88x, so a tail is split only after
+// at least one full round. The other conditions: P >= 2, and items
 // of at least kMinTilesToSplit key tiles (an estimate, not measured: a 4-tile D = 128 item is
 // ~5-8 us of one SM, the merge ~2.5 us). Causal items differ in cost (their heaviest run
 // first), so causal launches keep whole items.
