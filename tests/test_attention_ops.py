@@ -144,7 +144,7 @@ def test_attention_ops_reject_bad_input_before_building(op, bad, message):
         getattr(kernels_ext, op)(q, k, v)
 
 
-def test_decode_rejects_long_queries_and_attention_lse_unknown_variants():
+def test_decode_rejects_long_queries_and_unknown_variants_and_tails():
     q = torch.zeros(1, 4, 17, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="kernels_ext.attention_decode: decode needs a query length SQ of 1 to 16, got 17"):
         kernels_ext.attention_decode(q, q, q)
@@ -155,6 +155,9 @@ def test_decode_rejects_long_queries_and_attention_lse_unknown_variants():
     with pytest.raises(ValueError, match="kernels_ext.attention_lse: variant must be one of 'auto', 'mma', 'wgmma', "
                        "'wgmma_persistent', 'decode'"):
         kernels_ext.attention_lse(q, q, q, variant="fast")
+    with pytest.raises(ValueError, match="kernels_ext.flash_attention_wgmma_persistent: tail must be one of "
+                       "'split', 'whole'; got 'halves'"):
+        kernels_ext.flash_attention_wgmma_persistent(q, q, q, tail="halves")
 
 
 TAIL_RULE_CHECK = r"""
