@@ -122,7 +122,7 @@ def test_rope_rejects_bad_input():
 
 # ----------------------------------------------------------------------------- transpose
 TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs", "ldsm", "ldsm_32x64", "ldsm_64x32", "ldsm_64x64",
-                      "ldsm_64x32_flat", "auto"]
+                      "ldsm_64x32_flat", "ldsm_el", "ldsm_64x32_el", "ldsm_64x32_flat_el", "auto"]
 
 
 @pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)
@@ -180,7 +180,7 @@ def test_transpose_ldsm_offsets_beyond_32_bits():
     x = base.as_strided((3, 1001), (stride, 1))
     x.copy_(rand(3, 1001, dtype=torch.bfloat16, seed=14))
     want = x.transpose(-2, -1).contiguous().view(torch.int16)
-    for variant in ("auto", "ldsm", "ldsm_64x32", "ldsm_64x32_flat", "ldsm_64x64"):
+    for variant in ("auto", "ldsm", "ldsm_64x32", "ldsm_64x32_flat", "ldsm_64x64", "ldsm_64x32_el"):
         for band in (0, 1, 1 << 20):
             assert torch.equal(kernels_ext.transpose(x, variant, band).view(torch.int16), want), (variant, band)
 

@@ -16,7 +16,17 @@ namespace sk::impl {
 namespace {
 
 // ldsm variants name their block in elements of x (rows x columns); plain ldsm is 32 x 32.
+// A trailing _el loads x evict_last (TransposeArgs::keep_loads).
+bool keeps_loads(c10::string_view variant) {
+  return variant.size() > 3 && variant.substr(variant.size() - 3) == "_el";
+}
+
+c10::string_view without_el(c10::string_view variant) {
+  return keeps_loads(variant) ? variant.substr(0, variant.size() - 3) : variant;
+}
+
 int ldsm_subs_of(c10::string_view variant) {
+  variant = without_el(variant);
   if (variant == "ldsm_32x64") return 12;
   if (variant == "ldsm_64x32" || variant == "ldsm_64x32_flat") return 21;
   if (variant == "ldsm_64x64") return 22;
@@ -67,7 +77,8 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   a.band = band > 0 ? band : auto_band(rows, x.element_size());
   a.tile_words = variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
   a.ldsm_subs = ldsm_subs_of(variant);
-  a.flatten_batch = variant == "ldsm_64x32_flat";
+  a.flatten_batch = without_el(variant) == "ldsm_64x32_flat";
+  a.keep_loads = keeps_loads(variant);
   sk::bind::check_launch(launch(a, variant, band, sk::bind::current_stream()), "transpose");
   return y;
 }

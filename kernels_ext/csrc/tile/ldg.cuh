@@ -130,6 +130,19 @@ __device__ __forceinline__ void prefetch_l2_if(const void* p, bool pred) {
 #endif
 }
 
+// One 16-bit element marked to stay: L1 evict_last and the L2 line under `policy`
+// (l2_policy_evict_last). torch.compile's Triton transpose loads its input this way; the ldsm
+// transpose takes it as an option (transpose_ldsm.cu) to measure it beside ld.global.nc.
+__device__ __forceinline__ uint16_t ldg_u16_evict_last(const uint16_t* p, uint64_t policy) {
+  unsigned short v = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("ld.global.L1::evict_last.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(policy));
+#else
+  __trap();
+#endif
+  return v;
+}
+
 __device__ __forceinline__ uint4 ldg_16(const void* p) {
   uint4 v{0u, 0u, 0u, 0u};   // overwritten by the asm (the host pass sees the #else)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

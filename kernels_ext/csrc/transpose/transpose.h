@@ -25,6 +25,8 @@ struct TransposeArgs {
   int ldsm_subs = 11;  // the ldsm kernel's block in 32 x 32 sub-tiles, rows then columns: 11, 12, 21, 22
   // ldsm: walk a batch of matrices stored one after another as one matrix of all their rows
   bool flatten_batch = false;
+  // ldsm: load x L1 and L2 evict_last (as torch.compile's Triton kernel does) instead of ld.global.nc
+  bool keep_loads = false;
 };
 
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
@@ -41,7 +43,7 @@ bool transpose_words_fit(const TransposeArgs& args);
 cudaError_t launch_transpose_ldsm(const TransposeArgs& args, cudaStream_t stream);
 
 // The automatic choice for the 16-bit layouts the word path does not take: the rule of
-// odd16_rule.h (mostly ldsm in 64 x 32 blocks). `band` > 0 keeps the caller's order.
+// odd16_rule.h (mostly ldsm in 64 x 32 blocks, loads evict_last). `band` > 0 keeps the caller's order.
 cudaError_t launch_transpose_odd16(TransposeArgs args, cudaStream_t stream);
 
 // The in-register kernel (transpose_regs.cu): 16-byte-aligned x and y, rows, columns and strides
