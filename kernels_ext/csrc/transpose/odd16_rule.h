@@ -19,6 +19,10 @@
 //    an eighth or more of their rows idle and the grid is beyond one wave: 64 x 33 x 1023 1,667
 //    against 1,169, 16 x 100 x 4097 2,561 against 2,491. Under one wave the extra blocks are free
 //    parallelism (7 x 129 x 1000: flattened 1,075 against 1,188).
+// Rechecked on an H100 with evict-last loads, which auto's ldsm blocks use since 2026-12-07
+// (results/h100/issue15/2026-12-07/call1): every choice above still held (3000 x 5001 columns
+// 27.69 against rows 31.91 us; 4095 x 4097 35.40 against 43.30; 64 x 33 x 1023 flattened 5.42
+// against 5.48; 8191 x 8193 smem 130.3 against ldsm's best 148.9).
 #pragma once
 
 #include <cstdint>

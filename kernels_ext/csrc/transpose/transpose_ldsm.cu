@@ -146,7 +146,9 @@ __device__ __forceinline__ void ldsm_block(const uint16_t* __restrict__ xb, uint
 // stride) comes right after the pointers, in 32 bytes when I is 32-bit, so that a block's first
 // constant-bank miss brings all of it; the banded and flattened walks' values come last. Before,
 // `band` sat 0x50 bytes in and was read first. torch.compile's Triton kernel reads only its two
-// pointers (its sizes are immediates), and these shapes under one wave trail it by 0.2-0.35 us.
+// pointers (its sizes are immediates), and these shapes under one wave trailed it by 0.2-0.35 us.
+// On an H100 (results/h100/issue15/2026-12-07/call2 -> call3) the 32 x 32 blocks gained 0.3-0.5 us
+// at 1023 x 1025 and 7 x 129 x 1000; the 64 x 32 blocks 0.02-0.22 us, within the calls' noise.
 template <int kRowSubs, int kColSubs, bool kFlat, bool kKeep, class I>
 __global__ void __launch_bounds__(kThreads, (LdsmShape<kRowSubs, kColSubs>::kMinBlocks))
     transpose_ldsm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ y, int32_t band, I rows,
