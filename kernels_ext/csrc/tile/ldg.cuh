@@ -131,8 +131,9 @@ __device__ __forceinline__ void prefetch_l2_if(const void* p, bool pred) {
 }
 
 // One 16-bit element marked to stay: L1 evict_last and the L2 line under `policy`
-// (l2_policy_evict_last). torch.compile's Triton transpose loads its input this way; the ldsm
-// transpose takes it as an option (transpose_ldsm.cu) to measure it beside ld.global.nc.
+// (l2_policy_evict_last). torch.compile's Triton transpose loads its input this way; so does the
+// ldsm transpose on auto's odd 16-bit path (transpose_ldsm.cu, 2-7% faster than ld.global.nc on an
+// H100). Any alignment, unlike the 16-byte loads above.
 __device__ __forceinline__ uint16_t ldg_u16_evict_last(const uint16_t* p, uint64_t policy) {
   unsigned short v = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
