@@ -180,15 +180,11 @@ bool flattens(const TransposeArgs& a) {
          a.batch * a.rows <= 0x7fffffff;
 }
 
-// Whether every offset a block forms within its matrix (or the flattened walk) fits 32 bits,
-// edge blocks' masked ones included: x's rows and columns, y's, and the flattened walk's matrix
-// gaps, each with a block's overhang to spare.
+// Whether every offset a block forms within its matrix (or the flattened walk, with its matrix
+// gaps in y) fits 32 bits, with a block's overhang to spare.
 bool offsets_fit_int32(const TransposeArgs& a, bool flat) {
-  constexpr int64_t kLimit = 0x7fffffff;
   const int64_t walk = flat ? a.batch * a.rows : a.rows;
-  const int64_t x_span = (walk + 2 * kSub) * a.row_stride + a.cols + 2 * kSub;
-  const int64_t y_span = (a.cols + 2 * kSub) * a.rows + walk + 2 * kSub + (flat ? a.batch * a.rows * a.cols : 0);
-  return a.row_stride <= kLimit && x_span <= kLimit && y_span <= kLimit;
+  return transpose_offsets_fit_int32(walk, a.rows, a.cols, a.row_stride, 2 * kSub, flat ? a.batch * a.rows * a.cols : 0);
 }
 
 template <int kRowSubs, int kColSubs, bool kFlat, bool kKeep, class I>
