@@ -486,3 +486,58 @@ def test_ldsm_transpose_index_model_matches_numpy():
         assert model.check(64, 64, 1, 1) != []
     finally:
         model.unit_slot = real
+
+
+OFFSETS_CHECK = r"""
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include "transpose/offsets.h"
+// A block of R x C elements of x (the smem kernel's tiles: 32-128 rows by 64 columns; ldsm's: up
+// to 64 x 64) forms, within one matrix, x offsets up to (rows - 1) * row_stride + cols - 1, y
+// offsets up to (cols - 1) * rows + rows - 1, and the bounds row0 + R, col0 + C of its edge check.
+// Wherever transpose_offsets_fit_int32 says yes, all of them must fit 32 bits.
+int main() {
+  constexpr int64_t kLimit = 0x7fffffff;
+  const int64_t blocks[][2] = {{32, 64}, {64, 64}, {128, 64}};
+  int64_t checked = 0, accepted = 0, bad = 0;
+  for (const auto& b : blocks) {
+    const int64_t r = b[0], c = b[1], overhang = r > c ? r : c;
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{63}, int64_t{1024}, int64_t{46340}, int64_t{46341},
+                         int64_t{65536}, int64_t{1} << 20, (int64_t{1} << 31) - 200, int64_t{1} << 31}) {
+      for (int64_t cols : {int64_t{1}, int64_t{64}, int64_t{1025}, int64_t{32767}, int64_t{46341},
+                           int64_t{1} << 16, (int64_t{1} << 31) - 100}) {
+        for (int64_t pad : {int64_t{0}, int64_t{1}, int64_t{1} << 10, (int64_t{1} << 30) + 3}) {
+          const int64_t row_stride = cols + pad;
+          ++checked;
+          if (!sk::transpose_offsets_fit_int32(rows, rows, cols, row_stride, overhang)) continue;
+          ++accepted;
+          const int64_t row_end = (rows + r - 1) / r * r, col_end = (cols + c - 1) / c * c;
+          const int64_t x_max = (rows - 1) * row_stride + cols - 1, y_max = (cols - 1) * rows + rows - 1;
+          if (x_max > kLimit || y_max > kLimit || row_end > kLimit || col_end > kLimit) {
+            ++bad;
+            std::printf("%lld x %lld stride %lld block %lld x %lld\n", (long long)rows, (long long)cols,
+                        (long long)row_stride, (long long)r, (long long)c);
+          }
+        }
+      }
+    }
+  }
+  // The shapes the kernels are timed on fit; a 4 GiB row stride does not.
+  bad += !sk::transpose_offsets_fit_int32(1024, 1024, 1024, 1024, 128);
+  bad += !sk::transpose_offsets_fit_int32(32768, 32768, 8192, 8192, 128);
+  bad += sk::transpose_offsets_fit_int32(3, 3, 1001, (int64_t{1} << 30) + 3, 64);
+  std::printf("%lld checked, %lld accepted, %lld wrong\n", (long long)checked, (long long)accepted, (long long)bad);
+  return bad != 0;
+}
+"""
+
+
+def test_transpose_offsets_fit_32_bits_only_where_every_offset_does(tmp_path):
+    """csrc/transpose/offsets.h compiled for the host: over shapes at and around the 32-bit limits,
+    wherever it lets a transpose kernel use 32-bit offsets, the largest offset and edge bound a block
+    forms fits; the timed shapes are let through and a 4 GiB row stride is not."""
+    run = run_host_check(tmp_path, OFFSETS_CHECK)
+    assert run.returncode == 0 and run.stdout.strip().endswith(" 0 wrong"), run.stdout + run.stderr
+    accepted = int(run.stdout.split()[2])
+    assert accepted > 50, run.stdout

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "../common/grid.cuh"
+#include "offsets.h"
 #include "tile_order.cuh"
 #include "transpose.h"
 
@@ -253,8 +254,9 @@ void launch_indexed(const TransposeArgs& a, const Grid& g, cudaStream_t stream) 
   // 32-bit offsets only when asked for (smem_i32): written 2026-12-07 and compile-checked, they cut
   // the bf16 32-word kernel's row-order path by about a fifth of its instructions (sm_90a SASS),
   // but no GPU came that session to time or test them, so the default stays 64-bit until one has.
-  const bool narrow = a.offset_bits == 32 &&
-                      transpose_offsets_fit_int32(a.rows, a.rows, a.cols, a.row_stride, Layout<T, kWords>::kTileRows);
+  // A tile sticks out by less than its rows (up to 128) or its 64 columns, whichever is more.
+  constexpr int64_t kOverhang = Layout<T, kWords>::kTileRows > kTileCols ? Layout<T, kWords>::kTileRows : kTileCols;
+  const bool narrow = a.offset_bits == 32 && transpose_offsets_fit_int32(a.rows, a.rows, a.cols, a.row_stride, kOverhang);
   if (narrow) {
     launch_kernel<T, kWords, kWordPath, int32_t>(a, g, stream);
   } else {

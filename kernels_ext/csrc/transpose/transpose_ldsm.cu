@@ -36,6 +36,7 @@
 #include "../tile/ldg.cuh"
 #include "../tile/mma_sync.cuh"
 #include "odd16_rule.h"
+#include "offsets.h"
 #include "tile_order.cuh"
 #include "transpose.h"
 
