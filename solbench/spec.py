@@ -342,15 +342,15 @@ class _Parser:
         combos = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
         return self.case_list(combos, "sweep", None)
 
-    def dtypes(self, value: Any) -> tuple[str, ...]:
+    def dtypes(self, value: Any, field_: str = "dtypes") -> tuple[str, ...]:
         if not isinstance(value, list) or not value:
-            raise self.fail("dtypes", f"expected a non-empty list of dtypes, got {value!r}")
+            raise self.fail(field_, f"expected a non-empty list of dtypes, got {value!r}")
         out = []
         for i, name in enumerate(value):
             try:
                 out.append(precision(str(name)).name)
             except UserError as exc:
-                raise self.fail(f"dtypes[{i}]", exc.detail) from None
+                raise self.fail(f"{field_}[{i}]", exc.detail) from None
         return tuple(out)
 
     def dtype_field(self, value: Any, field_: str) -> str | dict[str, str]:
@@ -422,17 +422,7 @@ class _Parser:
         return True, dict(value)
 
     def call_dtypes(self, value: Any, field_: str) -> tuple[str, ...] | None:
-        if value is None:
-            return None
-        if not isinstance(value, list) or not value:
-            raise self.fail(field_, f"expected a non-empty list of dtypes, got {value!r}")
-        out = []
-        for i, name in enumerate(value):
-            try:
-                out.append(precision(str(name)).name)
-            except UserError as exc:
-                raise self.fail(f"{field_}[{i}]", exc.detail) from None
-        return tuple(out)
+        return None if value is None else self.dtypes(value, field_)
 
     def calls(self, value: Any, field_: str, params: set[str]) -> tuple[CallSpec, ...]:
         if not isinstance(value, dict):

@@ -13,16 +13,7 @@ import kernels_ext  # noqa: E402
 from kernels_ext import _build  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def no_build(monkeypatch):
-    """Any attempt to build or load the library fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("kernels_ext tried to build or load the CUDA library")
-
-    monkeypatch.setattr(_build, "build", refuse)
-    monkeypatch.setattr(_build, "_compile", refuse)
-    monkeypatch.setattr(torch.ops, "load_library", refuse)
+pytestmark = pytest.mark.usefixtures("no_kernel_build")
 
 
 def test_import_is_cheap_and_touches_neither_torch_nor_cuda():
@@ -428,3 +419,28 @@ def test_a_library_from_another_table_is_refused_by_name():
     first = kernels_ext.OPS[0]
     want = f"refused: kernels_ext: the loaded solbench_kernels library has no {first}:"
     assert want in out.stdout
+
+
+def test_shim_build_names_a_missing_source_list_and_builds_a_library_with_its_register_report(tmp_path):
+    """scripts/dev/shim_build.sh, behind gemm_build.sh and families_build.sh: the ctypes libraries the
+    dev benches load, with the ptxas report PERF.md quotes registers and spills from."""
+    from pathlib import Path
+    import shutil
+
+    script = str(Path(__file__).resolve().parents[1] / "scripts" / "dev" / "shim_build.sh")
+    refused = subprocess.run(["bash", script, "probe", str(tmp_path / "none"), "sm_80"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "no source files given" in refused.stderr
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found: the build itself is not checked")
+    src = tmp_path / "twice.cu"
+    src.write_text('__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+                   'extern "C" int sk_probe_answer() { return 7; }\n')
+    built = subprocess.run(["bash", script, "probe", str(tmp_path / "lib"), "sm_80", str(src)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.strip() == str(tmp_path / "lib" / "libskprobe.so")
+    assert (tmp_path / "lib" / "libskprobe.so").stat().st_size > 0
+    report = (tmp_path / "lib" / "probe_ptxas.txt").read_text()
+    assert report.startswith("== twice\n") and "Used" in report and "registers" in report
+    assert "WARNING" not in built.stderr

@@ -103,6 +103,14 @@ def run(
                   f"measured ceilings[/]")
     run_ = _execute(prepared, lambda partial: pipeline.write(partial, out_dir, json_path))
     paths = pipeline.write(run_, out_dir, json_path, csv_path)
+    _print_results(run_, prepared.info.kind == "cpu", counters, nvtx)
+    out.print("results: " + ", ".join(str(p) for p in paths))
+    if any(r.status in ("failed", "error") for r in run_.records):
+        raise typer.Exit(1)
+
+
+def _print_results(run_: results.Run, on_cpu: bool, counters: bool, nvtx: bool) -> None:
+    """The tables and notes a finished run prints, all rendered from its records."""
     for table in ui.op_tables(run_.records, out.width):
         out.print(table)
     for line in ui.summary_lines(run_.records):
@@ -113,14 +121,11 @@ def run(
         out.print(f"[yellow]{escape(recheck['note'])}[/]", highlight=False)
     if counters and (table := counters_table(run_.records)) is not None:
         out.print(table)
-    if nvtx and prepared.info.kind == "cpu":
+    if nvtx and on_cpu:
         out.print("[yellow]--nvtx: no CUDA device, so no NVTX ranges were emitted[/]")
-    if prepared.info.kind == "cpu":
+    if on_cpu:
         out.print("[bold yellow]No CUDA device: CUDA implementations were SKIPPED; PyTorch baselines ran on the "
                   "CPU and are scored against this CPU's measured ceilings.[/]")
-    out.print("results: " + ", ".join(str(p) for p in paths))
-    if any(r.status in ("failed", "error") for r in run_.records):
-        raise typer.Exit(1)
 
 
 def _run_config(ops: str, dtypes: Optional[str], shape: Optional[str], impls: Optional[str],

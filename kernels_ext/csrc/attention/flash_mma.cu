@@ -78,11 +78,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   load_rows_async<BM, D, C::kThreads>(q_tile, q + static_cast<int64_t>(m0) * D, seq_q - m0, tid);
   auto load_kv = [&](int j, int stage) {
-    const int key0 = j * BN;
-    load_rows_async<BN, D, C::kThreads>(k_tiles + stage * C::kKVBytes,
-                                        k + static_cast<int64_t>(key0) * D, seq_k - key0, tid);
-    load_rows_async<BN, D, C::kThreads>(v_tiles + stage * C::kKVBytes,
-                                        v + static_cast<int64_t>(key0) * D, seq_k - key0, tid);
+    load_kv_stage<BN, D, C::kThreads, C::kKVBytes>(k_tiles, v_tiles, k, v, j, stage, seq_k, tid);
   };
   if (n_tiles > 0) load_kv(0, 0);
   tile::cp_async_commit();

@@ -67,6 +67,18 @@ __device__ __forceinline__ void load_rows_async(uint32_t tile, const T* first, i
   }
 }
 
+// One stage of the key/value pipeline: keys [j BN, (j + 1) BN) of K and of V (rows of D
+// elements, contiguous) into that stage's tiles, KV_BYTES apart; keys past seq_k zero-filled.
+template <int BN, int D, int THREADS, int KV_BYTES, class T>
+__device__ __forceinline__ void load_kv_stage(uint32_t k_tiles, uint32_t v_tiles, const T* k,
+                                              const T* v, int j, int stage, int seq_k, int tid) {
+  const int key0 = j * BN;
+  load_rows_async<BN, D, THREADS>(k_tiles + stage * KV_BYTES, k + static_cast<int64_t>(key0) * D,
+                                  seq_k - key0, tid);
+  load_rows_async<BN, D, THREADS>(v_tiles + stage * KV_BYTES, v + static_cast<int64_t>(key0) * D,
+                                  seq_k - key0, tid);
+}
+
 // The same for rows at arbitrary addresses: row_ptr(r) gives local row r's address (only
 // called for rows r < valid_rows; missing rows pass row 0's address, never dereferenced).
 template <int ROWS, int D, int THREADS, class RowPtr>

@@ -60,6 +60,33 @@ struct MatmulArgs {
   int64_t lda = 0, ldw = 0, ldc = 0, ldr = 0;
 };
 
+// The head of a CUDA-core or mma.sync kernel's parameter block: the operands with the kernel's
+// element types and the sizes as int (check_sizes bounds them below 2^31). A kernel's own fields
+// follow in the derived struct, so the block's layout is the same as spelled out flat.
+template <class In, class Out>
+struct GemmOperands {
+  const In* a;
+  const In* w;
+  Out* c;
+  int m, n, k;
+  int64_t lda, ldw, ldc;
+};
+
+// Fills the operand fields of a parameter block from `g`: any struct with fields a, w, c, m, n,
+// k, lda, ldw and ldc (hgemm_mma's block keeps its residual between c and the sizes).
+template <class P>
+inline void set_operands(P& p, const MatmulArgs& g) {
+  p.a = static_cast<decltype(p.a)>(g.a);
+  p.w = static_cast<decltype(p.w)>(g.w);
+  p.c = static_cast<decltype(p.c)>(g.c);
+  p.m = static_cast<int>(g.m);
+  p.n = static_cast<int>(g.n);
+  p.k = static_cast<int>(g.k);
+  p.lda = g.lda;
+  p.ldw = g.ldw;
+  p.ldc = g.ldc;
+}
+
 // Every launcher's first check: M, N and K are positive and fit the kernels' int indexing.
 inline Status check_sizes(const MatmulArgs& g) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return fail("M, N and K must be positive");

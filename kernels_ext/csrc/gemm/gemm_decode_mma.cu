@@ -118,12 +118,7 @@ using Rows16 = DecodeShape<8, 1, 2, 2, false, tile::StreamLoad::kNoAllocate, 8>;
 using Rows16F = DecodeShape<8, 1, 2, 4>;
 constexpr int kDecodeMmaPrefetch = 0;   // L2 prefetch distance (chunks) when none is asked
 
-struct DecodeMmaArgs {
-  const void* a;
-  const void* w;
-  void* c;
-  int m, n, k;
-  int64_t lda, ldw, ldc;
+struct DecodeMmaArgs : GemmOperands<void, void> {
   int chunks;     // ceil(K / kChunk)
   int per_split;  // chunks per K-split (contiguous splits)
   int ctas;       // the grid: CTA b takes rows [b n / ctas, (b + 1) n / ctas), at most kRows
@@ -387,15 +382,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) gemm_decode_mma_ke
 template <class T, class S>
 Status run_decode_mma(const MatmulArgs& g, cudaStream_t stream, int64_t ctas = 0, int prefetch = 0) {
   DecodeMmaArgs p{};
-  p.a = g.a;
-  p.w = g.w;
-  p.c = g.c;
-  p.m = static_cast<int>(g.m);
-  p.n = static_cast<int>(g.n);
-  p.k = static_cast<int>(g.k);
-  p.lda = g.lda;
-  p.ldw = g.ldw;
-  p.ldc = g.ldc;
+  set_operands(p, g);
   constexpr int kChunk = S::template kChunkOf<T>;
   p.chunks = static_cast<int>((g.k + kChunk - 1) / kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;

@@ -379,16 +379,8 @@ bool rows_vectorizable(const MatmulArgs& g) {
 template <class T, class Tl, bool kVec, bool kResidual, bool kPipe = false>
 Status run_mma(const MatmulArgs& g, cudaStream_t stream) {
   MmaArgs p{};
-  p.a = g.a;
-  p.w = g.w;
-  p.c = g.c;
+  set_operands(p, g);
   p.r = g.residual;
-  p.m = static_cast<int>(g.m);
-  p.n = static_cast<int>(g.n);
-  p.k = static_cast<int>(g.k);
-  p.lda = g.lda;
-  p.ldw = g.ldw;
-  p.ldc = g.ldc;
   p.ldr = g.ldr;
   p.tiles_m = static_cast<int>((g.m + kBM - 1) / kBM);
   p.tiles_n = static_cast<int>((g.n + kBN - 1) / kBN);

@@ -57,12 +57,7 @@ struct SdecodeShape {
   static_assert(kWarps % kRowWarps == 0, "the warps divide into row warps x K-splits");
 };
 
-struct SdecodeArgs {
-  const float* a;
-  const float* w;
-  float* c;
-  int m, n, k;
-  int64_t lda, ldw, ldc;
+struct SdecodeArgs : GemmOperands<float, float> {
   int chunks;     // ceil(K / kChunk)
   int per_split;  // chunks per K-split
   int ctas;       // CTA b takes rows [b n / ctas, (b + 1) n / ctas)
@@ -230,15 +225,7 @@ __global__ void __launch_bounds__(kThreads, S::kMinBlocks) sgemm_decode_kernel(c
 template <int T, class S>
 Status run_shape(const MatmulArgs& g, const DecodeOptions& opt, int sms, cudaStream_t stream) {
   SdecodeArgs p{};
-  p.a = static_cast<const float*>(g.a);
-  p.w = static_cast<const float*>(g.w);
-  p.c = static_cast<float*>(g.c);
-  p.m = static_cast<int>(g.m);
-  p.n = static_cast<int>(g.n);
-  p.k = static_cast<int>(g.k);
-  p.lda = g.lda;
-  p.ldw = g.ldw;
-  p.ldc = g.ldc;
+  set_operands(p, g);
   p.chunks = static_cast<int>((g.k + kChunk - 1) / kChunk);
   p.per_split = (p.chunks + S::kKSplit - 1) / S::kKSplit;
   p.ctas = static_cast<int>(decode_ctas(g.n, S::kRows, S::kMinBlocks, opt.grid, sms));

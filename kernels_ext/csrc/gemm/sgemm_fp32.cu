@@ -54,12 +54,7 @@ struct SgemmShape {
 using Square = SgemmShape<256, 3>;   // 128 x 128, two blocks per SM
 using Half = SgemmShape<128, 2>;     // 64 x 128, four blocks per SM
 
-struct SgemmArgs {
-  const float* a;
-  const float* w;
-  float* c;
-  int m, n, k;
-  int64_t lda, ldw, ldc;
+struct SgemmArgs : GemmOperands<float, float> {
   int tiles_m, tiles_n;
 };
 
@@ -295,15 +290,7 @@ Status launch_sgemm(const MatmulArgs& g, cudaStream_t stream, SgemmConfig config
                 cudaErrorNotSupported);
   }
   SgemmArgs p{};
-  p.a = static_cast<const float*>(g.a);
-  p.w = static_cast<const float*>(g.w);
-  p.c = static_cast<float*>(g.c);
-  p.m = static_cast<int>(g.m);
-  p.n = static_cast<int>(g.n);
-  p.k = static_cast<int>(g.k);
-  p.lda = g.lda;
-  p.ldw = g.ldw;
-  p.ldc = g.ldc;
+  set_operands(p, g);
   // auto: bk32 (0.84-0.85x cuBLAS fp32 against bk16's 0.82x, results/h200/issue13/gemm.json), or
   // bm64 where the 128 x 128 grid leaves SMs empty (sgemm_rule.h).
   if (config == SgemmConfig::kAuto && sgemm_prefers_bm64(g.m, g.n, sm_count())) config = SgemmConfig::kBm64;
