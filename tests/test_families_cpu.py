@@ -493,8 +493,8 @@ OFFSETS_CHECK = r"""
 #include <cstdio>
 #include <initializer_list>
 #include "transpose/offsets.h"
-// A block of R x C elements of x (the smem kernel's tiles: 32-128 rows by 64 columns; ldsm's: up
-// to 64 x 64) forms, within one matrix, x offsets up to (rows - 1) * row_stride + cols - 1, y
+// A block of R x C elements of x (32-128 rows by 64 columns; ldsm's blocks are up to 64 x 64)
+// forms, within one matrix, x offsets up to (rows - 1) * row_stride + cols - 1, y
 // offsets up to (cols - 1) * rows + rows - 1, and the bounds row0 + R, col0 + C of its edge check.
 // Wherever transpose_offsets_fit_int32 says yes, all of them must fit 32 bits.
 int main() {

@@ -121,7 +121,7 @@ def test_rope_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- transpose
-TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "smem_i32", "smem_i64", "regs", "ldsm", "ldsm_32x64", "ldsm_64x32", "ldsm_64x64",
+TRANSPOSE_VARIANTS = ["smem", "smem_w32", "smem_w64", "regs", "ldsm", "ldsm_32x64", "ldsm_64x32", "ldsm_64x64",
                       "ldsm_64x32_flat", "ldsm_el", "ldsm_64x32_el", "ldsm_64x32_flat_el", "auto"]
 
 
@@ -173,15 +173,14 @@ def test_transpose_auto_rule_branches_are_exact(shape):
 
 
 def test_transpose_ldsm_offsets_beyond_32_bits():
-    """Rows 2^30 + 3 elements apart (a 4 GiB storage): the 32-bit offsets of the ldsm kernel and of
-    smem_i32 do not fit, so they take 64-bit ones; compared bit for bit (the storage outside the
-    view is never read)."""
+    """Rows 2^30 + 3 elements apart (a 4 GiB storage): the ldsm kernel's 32-bit offsets do not fit,
+    so it takes 64-bit ones; compared bit for bit (the storage outside the view is never read)."""
     stride = 2**30 + 3
     base = torch.empty(2 * stride + 1001, dtype=torch.bfloat16, device=DEV)
     x = base.as_strided((3, 1001), (stride, 1))
     x.copy_(rand(3, 1001, dtype=torch.bfloat16, seed=14))
     want = x.transpose(-2, -1).contiguous().view(torch.int16)
-    for variant in ("auto", "smem_i32", "ldsm", "ldsm_64x32", "ldsm_64x32_flat", "ldsm_64x64", "ldsm_64x32_el"):
+    for variant in ("auto", "ldsm", "ldsm_64x32", "ldsm_64x32_flat", "ldsm_64x64", "ldsm_64x32_el"):
         for band in (0, 1, 1 << 20):
             assert torch.equal(kernels_ext.transpose(x, variant, band).view(torch.int16), want), (variant, band)
 

@@ -79,7 +79,6 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   a.ldsm_subs = ldsm_subs_of(variant);
   a.flatten_batch = without_el(variant) == "ldsm_64x32_flat";
   a.keep_loads = keeps_loads(variant);
-  a.offset_bits = variant == "smem_i32" ? 32 : (variant == "smem_i64" ? 64 : 0);
   sk::bind::check_launch(launch(a, variant, band, sk::bind::current_stream()), "transpose");
   return y;
 }

@@ -1,5 +1,6 @@
-// Whether a transpose block's offsets fit 32 bits (both transpose kernels; plain C++, so the CPU
-// tests check it against the largest offset a block forms).
+// Whether a transpose block's offsets fit 32 bits (the ldsm kernel's; plain C++, so the CPU tests
+// check it against the largest offset a block forms). The smem kernel keeps 64-bit offsets: its
+// 32-bit build (smem_i32, commit 5b7e8fb) was no faster on an H100 and was taken out.
 #pragma once
 
 #include <cstdint>

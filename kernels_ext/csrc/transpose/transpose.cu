@@ -27,7 +27,6 @@
 #include <type_traits>
 
 #include "../common/grid.cuh"
-#include "offsets.h"
 #include "tile_order.cuh"
 #include "transpose.h"
 
@@ -55,31 +54,27 @@ struct Layout {
   static constexpr int kMinBlocks = kWords == 64 ? 6 : 8;
 };
 
-// I: the type of offsets within one matrix, int32_t where the launcher has checked that they fit
-// (transpose_offsets_fit_int32), as in the ldsm kernel: one 32-bit multiply-add per address.
-template <class I>
 struct Tile {
   int64_t batch;
-  I row0;  // first row of x
-  I col0;  // first column of x
+  int64_t row0;  // first row of x
+  int64_t col0;  // first column of x
 };
 
 // band 0: row order from a 3-D grid (x: column tile, y: row tile, z: batch), no division, which
 // is what small transposes notice (0.5 us of 4 in the probe); else banded_tile of a 1-D grid.
-template <class I>
-__device__ __forceinline__ Tile<I> tile_of(int64_t row_tiles, int64_t col_tiles, int64_t band,
-                                           int tile_rows) {
+__device__ __forceinline__ Tile tile_of(int64_t row_tiles, int64_t col_tiles, int64_t band,
+                                        int tile_rows) {
   if (band == 0) {
-    return Tile<I>{blockIdx.z, static_cast<I>(blockIdx.y) * tile_rows,
-                   static_cast<I>(blockIdx.x) * kTileCols};
+    return Tile{blockIdx.z, static_cast<int64_t>(blockIdx.y) * tile_rows,
+                static_cast<int64_t>(blockIdx.x) * kTileCols};
   }
   const TileCoord c = banded_tile(blockIdx.x, row_tiles, col_tiles, band);
-  return Tile<I>{c.batch, static_cast<I>(c.row_tile * tile_rows), static_cast<I>(c.col_tile * kTileCols)};
+  return Tile{c.batch, c.row_tile * tile_rows, c.col_tile * kTileCols};
 }
 
 // Words (x[r][c], x[r][c+1]) as they belong in rows c and c+1 of the transposed tile.
-template <typename T, class I>
-__device__ __forceinline__ void load_words(const T* row, I row_stride, unsigned& w0,
+template <typename T>
+__device__ __forceinline__ void load_words(const T* row, int64_t row_stride, unsigned& w0,
                                            unsigned& w1) {
   if constexpr (sizeof(T) == 4) {
     const uint2 v = __ldg(reinterpret_cast<const uint2*>(row));
@@ -94,17 +89,17 @@ __device__ __forceinline__ void load_words(const T* row, I row_stride, unsigned&
 }
 
 // The word path: a whole tile whose rows allow the 32-bit (fp32: 64-bit) loads and stores.
-template <typename T, int kWords, class I>
-__device__ __forceinline__ void word_tile(const T* xb, T* yb, const Tile<I>& t, I rows, I row_stride,
-                                          unsigned (*tile)[kWords + 1]) {
+template <typename T, int kWords>
+__device__ __forceinline__ void word_tile(const T* xb, T* yb, const Tile& t, int64_t rows,
+                                          int64_t row_stride, unsigned (*tile)[kWords + 1]) {
   using L = Layout<T, kWords>;
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;
   unsigned w[L::kLoadIters][2];
 #pragma unroll
   for (int i = 0; i < L::kLoadIters; ++i) {
-    const I r = t.row0 + static_cast<I>(ty + i * kThreadsY) * L::kRowsPerWord;
-    load_words<T, I>(xb + r * row_stride + t.col0 + 2 * tx, row_stride, w[i][0], w[i][1]);
+    const int64_t r = t.row0 + static_cast<int64_t>(ty + i * kThreadsY) * L::kRowsPerWord;
+    load_words<T>(xb + r * row_stride + t.col0 + 2 * tx, row_stride, w[i][0], w[i][1]);
   }
   const int s = (tx >> 4) & 1;  // the half-warp that writes its odd row first
 #pragma unroll
@@ -135,9 +130,10 @@ __device__ __forceinline__ void word_tile(const T* xb, T* yb, const Tile<I>& t, 
 // would run one DRAM round trip at a time), then stores word p of row tx + 32j: bank
 // (tx + p) mod 32, distinct across the warp. Reads of row c at elements tx + 32k pair up in a word
 // (a broadcast) over 16 or 32 banks. kChecked: the tile sticks out of the matrix.
-template <typename T, int kWords, bool kChecked, class I>
-__device__ __forceinline__ void element_tile(const T* xb, T* yb, const Tile<I>& t, I rows, I cols,
-                                             I row_stride, unsigned (*tile)[kWords + 1]) {
+template <typename T, int kWords, bool kChecked>
+__device__ __forceinline__ void element_tile(const T* xb, T* yb, const Tile& t, int64_t rows,
+                                             int64_t cols, int64_t row_stride,
+                                             unsigned (*tile)[kWords + 1]) {
   using L = Layout<T, kWords>;
   using Bits = std::conditional_t<sizeof(T) == 4, unsigned, unsigned short>;
   constexpr int kCols = kTileCols / kThreadsX;  // columns per thread
@@ -147,10 +143,10 @@ __device__ __forceinline__ void element_tile(const T* xb, T* yb, const Tile<I>& 
   unsigned w[L::kLoadIters][kCols];
 #pragma unroll
   for (int i = 0; i < L::kLoadIters; ++i) {
-    const I r0 = t.row0 + static_cast<I>(ty + i * kThreadsY) * L::kRowsPerWord;
+    const int64_t r0 = t.row0 + static_cast<int64_t>(ty + i * kThreadsY) * L::kRowsPerWord;
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
-      const I c = t.col0 + tx + j * kThreadsX;
+      const int64_t c = t.col0 + tx + j * kThreadsX;
       unsigned word = 0;
 #pragma unroll
       for (int h = 0; h < L::kRowsPerWord; ++h) {
@@ -196,25 +192,23 @@ constexpr int min_blocks() {
   return Layout<T, kWords>::kMinBlocks;
 }
 
-// With I = int64_t the parameters are those of the kernel every GPU run so far has timed; the
-// 32-bit kernel (smem_i32) is untimed, so it keeps that order rather than also moving `band` ahead
-// as transpose_ldsm.cu does (two changes at once could not be told apart by one measurement).
-template <typename T, int kWords, bool kWordPath, class I>
+template <typename T, int kWords, bool kWordPath>
 __global__ void __launch_bounds__(kThreadsX * kThreadsY, (min_blocks<T, kWords, kWordPath>()))
-    transpose_kernel(const T* __restrict__ x, T* __restrict__ y, I rows, I cols, int64_t batch_stride,
-                     I row_stride, int64_t row_tiles, int64_t col_tiles, int64_t band) {
+    transpose_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
+                     int64_t batch_stride, int64_t row_stride, int64_t row_tiles, int64_t col_tiles,
+                     int64_t band) {
   using L = Layout<T, kWords>;
   __shared__ unsigned tile[kTileCols][L::kPitch];
-  const Tile<I> t = tile_of<I>(row_tiles, col_tiles, band, L::kTileRows);
+  const Tile t = tile_of(row_tiles, col_tiles, band, L::kTileRows);
   const T* xb = x + t.batch * batch_stride;
-  T* yb = y + t.batch * static_cast<int64_t>(cols) * rows;
+  T* yb = y + t.batch * cols * rows;
   const bool full = t.row0 + L::kTileRows <= rows && t.col0 + kTileCols <= cols;
   if (full && kWordPath) {
-    word_tile<T, kWords, I>(xb, yb, t, rows, row_stride, tile);
+    word_tile<T, kWords>(xb, yb, t, rows, row_stride, tile);
   } else if (full) {
-    element_tile<T, kWords, false, I>(xb, yb, t, rows, cols, row_stride, tile);
+    element_tile<T, kWords, false>(xb, yb, t, rows, cols, row_stride, tile);
   } else {
-    element_tile<T, kWords, true, I>(xb, yb, t, rows, cols, row_stride, tile);
+    element_tile<T, kWords, true>(xb, yb, t, rows, cols, row_stride, tile);
   }
 }
 
@@ -242,36 +236,19 @@ Grid grid_of(const TransposeArgs& a, int tile_rows) {
   return g;
 }
 
-template <typename T, int kWords, bool kWordPath, class I>
-void launch_kernel(const TransposeArgs& a, const Grid& g, cudaStream_t stream) {
-  transpose_kernel<T, kWords, kWordPath, I><<<g.blocks, dim3(kThreadsX, kThreadsY), 0, stream>>>(
-      static_cast<const T*>(a.x), static_cast<T*>(a.y), static_cast<I>(a.rows), static_cast<I>(a.cols),
-      a.batch_stride, static_cast<I>(a.row_stride), g.row_tiles, g.col_tiles, g.band);
-}
-
-template <typename T, int kWords, bool kWordPath>
-void launch_indexed(const TransposeArgs& a, const Grid& g, cudaStream_t stream) {
-  // 32-bit offsets only when asked for (smem_i32): written 2026-12-07 and compile-checked, they cut
-  // the bf16 32-word kernel's row-order path by about a fifth of its instructions (sm_90a SASS),
-  // but no GPU came that session to time or test them, so the default stays 64-bit until one has.
-  // A tile sticks out by less than its rows (up to 128) or its 64 columns, whichever is more.
-  constexpr int64_t kOverhang = Layout<T, kWords>::kTileRows > kTileCols ? Layout<T, kWords>::kTileRows : kTileCols;
-  const bool narrow = a.offset_bits == 32 && transpose_offsets_fit_int32(a.rows, a.rows, a.cols, a.row_stride, kOverhang);
-  if (narrow) {
-    launch_kernel<T, kWords, kWordPath, int32_t>(a, g, stream);
-  } else {
-    launch_kernel<T, kWords, kWordPath, int64_t>(a, g, stream);
-  }
-}
-
 template <typename T, int kWords>
 cudaError_t launch_tiles(const TransposeArgs& a, bool word_path, cudaStream_t stream) {
   const Grid g = grid_of(a, Layout<T, kWords>::kTileRows);
   if (a.batch * g.row_tiles * g.col_tiles > 0x7fffffff) return cudaErrorInvalidValue;
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+  const dim3 block(kThreadsX, kThreadsY);
   if (word_path) {
-    launch_indexed<T, kWords, true>(a, g, stream);
+    transpose_kernel<T, kWords, true><<<g.blocks, block, 0, stream>>>(
+        x, y, a.rows, a.cols, a.batch_stride, a.row_stride, g.row_tiles, g.col_tiles, g.band);
   } else {
-    launch_indexed<T, kWords, false>(a, g, stream);
+    transpose_kernel<T, kWords, false><<<g.blocks, block, 0, stream>>>(
+        x, y, a.rows, a.cols, a.batch_stride, a.row_stride, g.row_tiles, g.col_tiles, g.band);
   }
   return cudaGetLastError();
 }

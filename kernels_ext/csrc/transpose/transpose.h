@@ -27,9 +27,6 @@ struct TransposeArgs {
   bool flatten_batch = false;
   // ldsm: load x L1 and L2 evict_last (as torch.compile's Triton kernel does) instead of ld.global.nc
   bool keep_loads = false;
-  // smem: offsets within a matrix in 32 bits where they fit (variant smem_i32) or 64 always
-  // (smem_i64); 0: the default, 64 until the 32-bit kernel has been timed on a GPU (transpose.cu)
-  int offset_bits = 0;
 };
 
 // The tiled kernel through shared memory (transpose.cu): any layout whose rows are contiguous.
