@@ -282,7 +282,7 @@ def test_family_ops_are_in_the_op_table():
      "check_order"),
     (lambda k: k.embedding(torch.randn(9, 4), torch.zeros(3, dtype=torch.int64), True, "before", 3), ValueError,
      "units must be 0 (automatic), 1, 2 or 4, got 3"),
-    (lambda k: k.transpose(torch.randn(6, 8), "smem_w16"), ValueError, "variant"),
+    (lambda k: k.transpose(torch.randn(6, 8), "smem_w8"), ValueError, "variant"),
     (lambda k: k.fp8_quant(torch.randn(8, 8), torch.ones(2)), ValueError, "one element"),
     (lambda k: k.fp8_quant_dynamic(torch.randn(0, 8)), ValueError, "empty"),
     (lambda k: k.fp8_dequant(torch.randn(4, 8).to(torch.float8_e4m3fn), torch.ones(3)), ValueError, "per row"),

@@ -32,6 +32,7 @@
 #   tprobe   the transpose kernels and experiments beside a copy (scripts/tune/transpose_probe.cu)
 #   tsweep   the transpose kernels' tile orders under solbench run (scripts/tune/specs/transpose_bands.yaml), and their GPU tests
 #   ttiles   the smem transpose's two tiles under solbench run (scripts/tune/specs/transpose_tiles.yaml)
+#   tsmall   the small aligned 16-bit transposes, smem_w16 / smem_w32 / ldsm beside compiled, twice (scripts/tune/specs/transpose_small.yaml), and the transpose GPU tests
 #   todd     the odd 16-bit transposes, smem and ldsm in each block and order (scripts/tune/specs/transpose_odd.yaml)
 #   eunits   embedding's units per thread under solbench run, beside eager and compiled (scripts/tune/specs/embedding_units.yaml)
 #   families scripts/h200/families_final.sh: issue 15's 15 family specs and their GPU tests (~5 min; FAMILIES_BUDGET)
@@ -212,6 +213,14 @@ stage_ttiles() {  # the smem transpose's 32- and 64-word tiles and the automatic
   timeout 300 solbench run --specs scripts/tune/specs --ops transpose_tiles --budget 0.3 \
     --json "$OUT/transpose_tiles.json" --out $RUNS
   python3 scripts/h200/sweep_summary.py "$OUT/transpose_tiles.json"
+}
+stage_tsmall() {  # the small aligned 16-bit transposes, each small tile beside compiled, twice; the transpose GPU tests
+  for k in 1 2; do
+    timeout 200 solbench run --specs scripts/tune/specs --ops transpose_small --budget 0.3 \
+      --json "$OUT/transpose_small_$k.json" --out $RUNS
+    python3 scripts/h200/sweep_summary.py "$OUT/transpose_small_$k.json"
+  done
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 3 tests/gpu/test_families.py -k "transpose" -rfE 2>&1 | tail -4
 }
 stage_todd() {  # the odd 16-bit transposes: smem and ldsm in each block and tile order, beside compiled
   timeout 240 solbench run --specs scripts/tune/specs --ops transpose_odd --budget 0.3 \

@@ -75,7 +75,7 @@ at::Tensor transpose(const at::Tensor& x, c10::string_view variant, int64_t band
   // band 0: the measured pick (auto_band: bands of 128 row tiles where rows of y are 128 KiB or
   // longer, row order elsewhere; the odd 16-bit path has its own).
   a.band = band > 0 ? band : auto_band(rows, x.element_size());
-  a.tile_words = variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
+  a.tile_words = variant == "smem_w16" ? 16 : variant == "smem_w32" ? 32 : (variant == "smem_w64" ? 64 : 0);
   a.ldsm_subs = ldsm_subs_of(variant);
   a.flatten_batch = without_el(variant) == "ldsm_64x32_flat";
   a.keep_loads = keeps_loads(variant);

@@ -212,6 +212,55 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, (min_blocks<T, kWords, 
   }
 }
 
+// Small 16-bit transposes: a tile of 32 x 32 elements (16 word-rows by 32 columns) per block of
+// 128 threads, 4 word loads and 4 word stores per thread. Under one wave the 64-column tiles give
+// each SM one or two big blocks whose barrier waits for the slowest of 2,048 loads; this tile
+// gives it eight small ones that pass their barriers independently (torch.compile's Triton kernel
+// at 1024^2 bf16 runs this tile: 1,024 blocks of 128 threads).
+// Lane l of half-warp g (0..7) loads the column pair 2l, 2l+1 of word-rows g and g + 8 (each a
+// pair of rows, as in word_tile). Shared memory is word[32][17]: the two half-warps of a warp hold
+// word-rows p and p + 1, so their stores to row 2l (bank 2l + p) and to row 2l + 1 (2l + 17 + p)
+// fall on banks of opposite parity, 32 distinct either way. Half-warp h of warp w then stores rows
+// c = 16h + w + 4j of y (16 words, 64 bytes each): banks 17c + l, which are 16h + 17(w + 4j) + l
+// mod 32, so the two halves take disjoint sets of 16.
+constexpr int kSmallTile = 32;
+constexpr int kSmallThreads = 128;
+constexpr int kSmallWords = kSmallTile / 2;
+
+template <typename T>
+__global__ void __launch_bounds__(kSmallThreads, 16)
+    transpose_small16_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
+                             int64_t batch_stride, int64_t row_stride) {
+  static_assert(sizeof(T) == 2, "the small tile pairs rows of 16-bit elements into words");
+  __shared__ unsigned tile[kSmallTile][kSmallWords + 1];
+  const int t = threadIdx.x;
+  const int l = t & 15;
+  const int g = t >> 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kSmallTile;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kSmallTile;
+  const T* xb = x + blockIdx.z * batch_stride;
+  T* yb = y + blockIdx.z * cols * rows;
+  unsigned w[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int64_t r = row0 + 2 * (g + 8 * i);
+    load_words<T>(xb + r * row_stride + col0 + 2 * l, row_stride, w[i][0], w[i][1]);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    tile[2 * l][g + 8 * i] = w[i][0];
+    tile[2 * l + 1][g + 8 * i] = w[i][1];
+  }
+  __syncthreads();
+  const int h = g & 1;
+  const int warp = t >> 5;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = 16 * h + warp + 4 * j;
+    *reinterpret_cast<unsigned*>(yb + (col0 + c) * rows + row0 + 2 * l) = tile[c][l];
+  }
+}
+
 bool aligned(const void* p, unsigned bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
@@ -253,10 +302,31 @@ cudaError_t launch_tiles(const TransposeArgs& a, bool word_path, cudaStream_t st
   return cudaGetLastError();
 }
 
+// The small tile takes whole tiles only, in row order from the 3-D grid, on the word path.
+bool small16_fits(const TransposeArgs& a, bool word_path) {
+  return a.dtype != DType::kFloat32 && word_path && a.rows % kSmallTile == 0 &&
+         a.cols % kSmallTile == 0 && a.rows / kSmallTile <= 65535 && a.batch <= 65535 && a.band <= 1;
+}
+
+template <typename T>
+cudaError_t launch_small16(const TransposeArgs& a, cudaStream_t stream) {
+  const dim3 blocks(static_cast<unsigned>(a.cols / kSmallTile), static_cast<unsigned>(a.rows / kSmallTile),
+                    static_cast<unsigned>(a.batch));
+  transpose_small16_kernel<T><<<blocks, kSmallThreads, 0, stream>>>(
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.rows, a.cols, a.batch_stride, a.row_stride);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
   const bool word_path = transpose_words_fit(a);
   int words = a.tile_words;
+  if (words == 16) {
+    if constexpr (sizeof(T) == 2) {
+      if (small16_fits(a, word_path)) return launch_small16<T>(a, stream);
+    }
+    words = 0;  // where the small tile does not apply: the automatic tile
+  }
   if (words == 0) {
     // 32 word-rows where the 64-word grid is under two waves of resident blocks. Measured on the
     // H200 (scripts/tune/specs/transpose_tiles.yaml, three runs, results/h200/issue15/2026-12-02b/):
