@@ -463,6 +463,26 @@ def test_odd16_transpose_rule_picks_what_the_sweep_measured(tmp_path):
     assert run.returncode == 0 and run.stdout.strip() == "0 wrong", run.stdout + run.stderr
 
 
+def test_small16_transpose_index_model_matches_numpy():
+    """The lane-level model of smem_w16's 32 x 32 tile (transpose_small16_kernel in
+    csrc/transpose/transpose.cu) transposes exactly, each element of y written once, with no bank
+    conflicts at the kernel's pitch of 17 words, and it does catch them at pitches 16 and 18
+    (scripts/dev/transpose_small16_model.py)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "dev" / "transpose_small16_model.py"
+    mod_spec = importlib.util.spec_from_file_location("transpose_small16_model", path)
+    model = importlib.util.module_from_spec(mod_spec)
+    assert mod_spec.loader is not None
+    mod_spec.loader.exec_module(model)
+    assert model.main() == 0
+    assert model.check(64, 96) == []
+    for pitch in (16, 18):
+        errors = model.check(64, 64, pitch=pitch)
+        assert errors and all("bank conflict" in e for e in errors), (pitch, errors[:3])
+
+
 def test_ldsm_transpose_index_model_matches_numpy():
     """The lane-level model of csrc/transpose/transpose_ldsm.cu (its loads, swizzled 16-byte units,
     ldmatrix.x4.trans addresses and stores) transposes every block shape exactly, full and edge

@@ -222,7 +222,8 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, (min_blocks<T, kWords, 
 // word-rows p and p + 1, so their stores to row 2l (bank 2l + p) and to row 2l + 1 (2l + 17 + p)
 // fall on banks of opposite parity, 32 distinct either way. Half-warp h of warp w then stores rows
 // c = 16h + w + 4j of y (16 words, 64 bytes each): banks 17c + l, which are 16h + 17(w + 4j) + l
-// mod 32, so the two halves take disjoint sets of 16.
+// mod 32, so the two halves take disjoint sets of 16 (scripts/dev/transpose_small16_model.py
+// checks the map and the banks).
 constexpr int kSmallTile = 32;
 constexpr int kSmallThreads = 128;
 constexpr int kSmallWords = kSmallTile / 2;
