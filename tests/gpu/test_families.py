@@ -152,19 +152,21 @@ def test_transpose_of_strided_and_misaligned_views(variant):
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("shape", [(32, 32), (64, 96), (96, 64), (5, 32, 64), (3, 256, 256), (1024, 2048), (2048, 32),
                                    (2, 2, 128, 160)], ids=str)
-def test_transpose_small_tile_is_exact(dtype, shape):
-    """smem_w16's 32 x 32 tile (16-bit, both dims multiples of 32; fp32 falls back), on whole
-    matrices and on views: every other matrix of a batch, rows longer than the view, and views
-    starting mid-word or with odd rows, which the word path (and so the small tile) does not take."""
+@pytest.mark.parametrize("variant", ["smem_w16", "smem", "auto"])
+def test_transpose_small_tile_is_exact(dtype, shape, variant):
+    """smem_w16's 32 x 32 tile (16-bit, both dims multiples of 32; fp32 falls back), also smem's and
+    auto's pick for these one-wave grids, on whole matrices and on views: every other matrix of a
+    batch, rows longer than the view, and views starting mid-word or with odd rows, which the word
+    path (and so the small tile) does not take."""
     x = rand(*shape, dtype=dtype, seed=15)
     poison_next((*shape[:-2], shape[-1], shape[-2]), dtype)
-    assert torch.equal(kernels_ext.transpose(x, "smem_w16"), x.transpose(-2, -1).contiguous())
+    assert torch.equal(kernels_ext.transpose(x, variant), x.transpose(-2, -1).contiguous())
     wide = rand(4, 64, 160, dtype=dtype, seed=16)
     for view in (wide[::2], wide[:, :, 32:96], wide[:, 32:, 64:160], wide[:, :, 1:65], wide[:, 1:, :64],
                  wide[1:3, :32, :32]):
-        assert torch.equal(kernels_ext.transpose(view, "smem_w16"), view.transpose(-2, -1).contiguous())
+        assert torch.equal(kernels_ext.transpose(view, variant), view.transpose(-2, -1).contiguous())
     for band in (2, 1 << 20):  # tile orders other than rows: the 64-column tiles
-        assert torch.equal(kernels_ext.transpose(x, "smem_w16", band), x.transpose(-2, -1).contiguous())
+        assert torch.equal(kernels_ext.transpose(x, variant, band), x.transpose(-2, -1).contiguous())
 
 
 @pytest.mark.parametrize("variant", TRANSPOSE_VARIANTS)

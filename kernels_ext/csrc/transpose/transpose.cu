@@ -3,7 +3,9 @@
 // A tile is 64 columns of x by 64 word-rows (large tensors: each row of y gets 256 contiguous
 // bytes per tile; 32 word-rows ran the 1 GiB 2-D case at 0.83 of the copy bandwidth in fp32 and
 // 0.88 in bf16, 64 at 0.89 / 0.91: scripts/tune/transpose_probe.cu, results/h200/issue15/) or by
-// 32 word-rows (tensors whose 64-word grid is under two waves of resident blocks).
+// 32 word-rows (tensors whose 64-word grid is under two waves of resident blocks). Small 16-bit
+// tensors whose dims are multiples of 32 take a 32 x 32 tile of 128 threads instead
+// (transpose_small16_kernel, below).
 // A word holds one fp32 element, or two 16-bit elements from neighbouring rows of x:
 // (x[2p][c], x[2p+1][c]) is exactly two neighbouring elements of row c of y. Built that way (a
 // byte permute of two 32-bit loads, one per row), the 16-bit transpose becomes a transpose of
@@ -227,9 +229,10 @@ __global__ void __launch_bounds__(kThreadsX * kThreadsY, (min_blocks<T, kWords, 
 constexpr int kSmallTile = 32;
 constexpr int kSmallThreads = 128;
 constexpr int kSmallWords = kSmallTile / 2;
+constexpr int kSmallBlocksPerSm = 16;  // 2,048 threads: the SM's limit (20 registers, 2 KiB each)
 
 template <typename T>
-__global__ void __launch_bounds__(kSmallThreads, 16)
+__global__ void __launch_bounds__(kSmallThreads, kSmallBlocksPerSm)
     transpose_small16_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols,
                              int64_t batch_stride, int64_t row_stride) {
   static_assert(sizeof(T) == 2, "the small tile pairs rows of 16-bit elements into words");
@@ -329,6 +332,17 @@ cudaError_t launch_typed(const TransposeArgs& a, cudaStream_t stream) {
     words = 0;  // where the small tile does not apply: the automatic tile
   }
   if (words == 0) {
+    if constexpr (sizeof(T) == 2) {
+      // The 32 x 32 tile where its grid fits one wave of resident blocks. Measured on an H100
+      // (scripts/tune/specs/transpose_small.yaml, two runs, results/h100/issue15/2026-12-08/call1/):
+      // 2-9% faster than the 64-column tiles from 256 to 2,048 of its tiles (1024^2 bf16: 2.52-2.54
+      // against 2.73-2.74 us), level at 1,024 tiles over a batch of 16 (16 x 256^2), and 1-2% slower
+      // at 4,096 (2048^2), two waves.
+      const int64_t small_tiles = a.batch * (a.rows / kSmallTile) * (a.cols / kSmallTile);
+      if (small16_fits(a, word_path) && small_tiles <= int64_t{kSmallBlocksPerSm} * sm_count()) {
+        return launch_small16<T>(a, stream);
+      }
+    }
     // 32 word-rows where the 64-word grid is under two waves of resident blocks. Measured on the
     // H200 (scripts/tune/specs/transpose_tiles.yaml, three runs, results/h200/issue15/2026-12-02b/):
     // 32 was 1-37% faster from 128 to 1,024 tiles of 64 (fp32 2048^2: 8.9 against 9.3 us), within

@@ -22,7 +22,8 @@ struct TransposeArgs {
   int64_t row_stride;
   int64_t band = 1;  // row tiles per band of the tile order (tile_order.cuh); 1: row order
   // word-rows of the smem kernel's tile: 32 or 64 (by 64 columns); 16: 16-bit only, a 32 x 32
-  // tile of 128 threads, whole tiles only (elsewhere by the size); 0: by the size (transpose.cu)
+  // tile of 128 threads, whole tiles only (elsewhere by the size); 0: by the size (transpose.cu:
+  // the 32 x 32 tile where it applies and its grid is one wave, else 32 or 64 word-rows)
   int tile_words = 0;
   int ldsm_subs = 11;  // the ldsm kernel's block in 32 x 32 sub-tiles, rows then columns: 11, 12, 21, 22
   // ldsm: walk a batch of matrices stored one after another as one matrix of all their rows
