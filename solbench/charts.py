@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 
 from matplotlib.figure import Figure
 
+from solbench import results
 from solbench.errors import UserError
 from solbench.results import Record, Run
 
@@ -32,10 +33,6 @@ DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float6
 # ---------------------------------------------------------------- selection
 
 
-def _matches(value: Any, allowed: Sequence[str] | None) -> bool:
-    return not allowed or str(value) in allowed
-
-
 def select_records(
     runs: Sequence[Run],
     *,
@@ -44,16 +41,8 @@ def select_records(
     impls: Sequence[str] | None = None,
     statuses: Iterable[str] | None = PLOTTED_STATUSES,
 ) -> list[tuple[Run, Record]]:
-    """(run, record) pairs passing the filters; an empty selection is a user error."""
-    wanted = set(statuses) if statuses is not None else None
-    out = [(run, rec) for run in runs for rec in run.records
-           if _matches(rec.op, ops) and _matches(rec.dtype, dtypes)
-           and _matches(rec.impl, impls) and (wanted is None or rec.status in wanted)]
-    if not out:
-        have = sorted({r.op for run in runs for r in run.records})
-        raise UserError(f"no records to plot after filters ops={list(ops or [])} dtypes={list(dtypes or [])} "
-                        f"impls={list(impls or [])}; ops present: {', '.join(have) or 'none'}")
-    return out
+    """The records a chart draws (by default those with a SOL to place); an empty selection is a user error."""
+    return results.select_records(runs, ops=ops, dtypes=dtypes, impls=impls, statuses=statuses, what="plot")
 
 
 def colors_for(names: Sequence[str]) -> dict[str, Any]:

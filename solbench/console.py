@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from solbench.results import Record
+from solbench.results import Record, Run
 
 _STATUS_STYLE = {"ok": "green", "failed": "red", "invalid": "bold red", "error": "red", "skipped": "dim"}
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "tfloat32": "tf32",
@@ -227,6 +227,29 @@ def _widths(records: list[Record], short: bool) -> dict[str, int]:
         cells = [Text.from_markup(col.cell(r, notes, short)).cell_len for r in records]
         out[col.name] = max([len(col.name), *cells])
     return out
+
+
+def peaks_summary(name: str, source: str, bandwidth: float, simt: dict[str, float],
+                  tensor: dict[str, float]) -> str:
+    """'NAME (source): 4,800 GB/s; TFLOP/s bf16 989.4, ...': the ceilings a run is scored against."""
+    compute = {f"fp32 {simt['fp32'] / 1e12:,.1f}"} if "fp32" in simt else set()
+    compute |= {f"{k} {v / 1e12:,.1f}" for k, v in tensor.items() if k != "fp32"}
+    return f"{name} ({source}): {bandwidth / 1e9:,.0f} GB/s; TFLOP/s " + ", ".join(sorted(compute))
+
+
+def run_header(run: Run, source: str) -> list[str]:
+    """Where a results file's records come from: the file, the run, its device, torch and peaks, the command."""
+    peaks = run.peaks
+    lines = [f"[bold]{escape(source)}[/]  run {escape(run.run_id)}  torch {escape(str(run.env.get('torch', '?')))}"]
+    if peaks.get("memory_bandwidth"):
+        lines.append(f"[bold]device[/] {escape(run.device)}   [bold]peaks[/] " + escape(peaks_summary(
+            str(peaks.get("name", "?")), str(peaks.get("source", "?")), float(peaks["memory_bandwidth"]),
+            peaks.get("simt") or {}, peaks.get("tensor") or {})))
+    else:
+        lines.append(f"[bold]device[/] {escape(run.device)}")
+    if run.command:
+        lines.append(f"[dim]{escape(run.command)}[/]")
+    return lines
 
 
 def summary_lines(records: list[Record]) -> list[str]:

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from solbench import __version__
 from solbench.errors import UserError
@@ -186,6 +186,39 @@ def load_run_json(path: Path) -> dict[str, Any]:
 
 def load_records(path: Path) -> list[Record]:
     return load_run(path).records
+
+
+def select_records(
+    runs: Sequence[Run],
+    *,
+    ops: Sequence[str] | None = None,
+    dtypes: Sequence[str] | None = None,
+    impls: Sequence[str] | None = None,
+    statuses: Iterable[str] | None = None,
+    shape: dict[str, int] | None = None,
+    what: str = "show",
+) -> list[tuple[Run, Record]]:
+    """(run, record) pairs passing the filters (None: no filter; `shape` keeps records whose case has every
+    NAME=VALUE given); an empty selection is a user error that says what the files do hold."""
+    wanted = set(statuses) if statuses is not None else None
+    out = [(run, rec) for run in runs for rec in run.records
+           if _matches(rec.op, ops) and _matches(rec.dtype, dtypes) and _matches(rec.impl, impls)
+           and (wanted is None or rec.status in wanted) and _has_shape(rec, shape)]
+    if not out:
+        have = sorted({r.op for run in runs for r in run.records})
+        shape_text = f" shape={','.join(f'{k}={v}' for k, v in shape.items())}" if shape else ""
+        raise UserError(f"no records to {what} after filters ops={list(ops or [])} dtypes={list(dtypes or [])} "
+                        f"impls={list(impls or [])}{shape_text}; ops present: {', '.join(have) or 'none'}")
+    return out
+
+
+def _matches(value: Any, allowed: Sequence[str] | None) -> bool:
+    return not allowed or str(value) in allowed
+
+
+def _has_shape(rec: Record, shape: dict[str, int] | None) -> bool:
+    # bool parameters (causal) compare as 0/1, the way a case label writes them
+    return not shape or all(k in rec.params and int(rec.params[k]) == v for k, v in shape.items())
 
 
 def write_csv(records: Iterable[Record], path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Commands that read results files only: roofline, plot, report, compare (never re-run anything)."""
+"""Commands that read results files only: table, roofline, plot, report, compare (never re-run anything)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from solbench.cli.app import app, out, user_errors
+from solbench.cli.app import app, csv_list, out, parse_shape, user_errors
 
 
 
@@ -26,6 +26,44 @@ def _print_chart_notes(error_points: list[str], skipped: list[str]) -> None:
         out.print(f"[bold red]not a win[/] (SOL > 1 or invalid): {e}", highlight=False)
     for s in skipped:
         out.print(f"[yellow]not plotted[/]: {s}", highlight=False)
+
+
+MIN_TABLE_WIDTH = 80     # the narrowest terminal the tables are laid out for (README)
+
+
+@app.command("table")
+@user_errors
+def table_cmd(
+    results_files: List[Path] = typer.Argument(..., help="One or more results files."),
+    ops: Optional[str] = _ONLY_OPS,
+    dtypes: Optional[str] = _ONLY_DTYPES,
+    impls: Optional[str] = _ONLY_IMPLS,
+    shape: Optional[str] = typer.Option(None, "--shape", help="Only cases with these parameters, e.g. "
+                                        "M=8192,N=8192 or SQ=4096,D=128,causal=1."),
+    width: Optional[int] = typer.Option(None, "--width", help="Lay the tables out for this many columns "
+                                        "(default: the terminal's)."),
+) -> None:
+    """The tables `solbench run` prints, rendered again from results files (every status, every note)."""
+    from solbench import console as ui
+    from solbench.errors import UserError
+    from solbench.results import load_run, select_records
+
+    if width is not None and width < MIN_TABLE_WIDTH:
+        raise UserError(f"must be at least {MIN_TABLE_WIDTH}, got {width}", field="--width")
+    runs = [load_run(p) for p in results_files]
+    wanted = parse_shape(shape)
+    selected = select_records(runs, ops=csv_list(ops), dtypes=csv_list(dtypes), impls=csv_list(impls),
+                              shape=wanted)
+    for path, run in zip(results_files, runs):
+        records = [rec for r, rec in selected if r is run]
+        if not records:
+            continue
+        for line in ui.run_header(run, str(path)):
+            out.print(line, highlight=False, soft_wrap=True)
+        for table in ui.op_tables(records, width or out.width):
+            out.print(table, width=width)
+        for line in ui.summary_lines(records):
+            out.print(line, highlight=False, width=width)
 
 
 @app.command("roofline")

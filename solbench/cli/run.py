@@ -180,10 +180,8 @@ def _execute(prepared: pipeline.Prepared,
 def _print_header(info: hardware.DeviceInfo, peaks: peaks_mod.Peaks, warnings: list[str]) -> None:
     from rich.markup import escape
 
-    compute = {f"fp32 {peaks.simt['fp32'] / 1e12:,.1f}"} if "fp32" in peaks.simt else set()
-    compute |= {f"{k} {v / 1e12:,.1f}" for k, v in peaks.tensor.items() if k != "fp32"}
-    out.print(f"[bold]device[/] {escape(info.name)} ({info.kind})   [bold]peaks[/] {escape(peaks.name)} "
-              f"({peaks.source}): {peaks.memory_bandwidth / 1e9:,.0f} GB/s; TFLOP/s " + ", ".join(sorted(compute)))
+    summary = ui.peaks_summary(peaks.name, peaks.source, peaks.memory_bandwidth, peaks.simt, peaks.tensor)
+    out.print(f"[bold]device[/] {escape(info.name)} ({info.kind})   [bold]peaks[/] {escape(summary)}")
     for w in warnings:
         out.print(f"[bold yellow]WARNING[/] {escape(w)}")
 
