@@ -6,14 +6,15 @@ fails or any kernel spills registers to local memory. Exits 0 with
 "nvcc not found: compile check skipped" where there is no nvcc.
 Binding files need PyTorch's headers: --bindings also compiles them and the
 registrations generated from the op table, then checks with nm that every launcher and
-custom impl the table names is defined by some source.
+custom impl the table names is defined by some source. --ptxas-report DIR writes what
+ptxas said of every kernel (registers, shared memory, stack, spills) as Markdown, one
+file per architecture (kernels_ext/ptxas.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,9 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels_ext import ptxas
 from kernels_ext.optable import CSRC
 
-ARCHS = ("-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a")
+ARCH_NAMES = ("sm_80", "sm_90a")
+ARCHS = tuple(f"-gencode=arch=compute_{a[3:]},code={a}" for a in ARCH_NAMES)
 # The defines torch.utils.cpp_extension gives nvcc: kernels must build under them.
 TORCH_NVCC_DEFINES = (
     "-D__CUDA_NO_HALF_OPERATORS__",
@@ -35,8 +38,6 @@ TORCH_NVCC_DEFINES = (
     "--expt-relaxed-constexpr",
 )
 NVCC_FLAGS = ("-std=c++17", "-O3", "-lineinfo", "-Xptxas", "-v", *TORCH_NVCC_DEFINES)
-_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
-_REGS = re.compile(r"Used (\d+) registers")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class CheckResult:
     max_registers: int
     spilling_kernels: int
     message: str  # compiler output on failure
+    log: str = ""  # everything the compiler printed (ptxas -v)
 
 
 def find_nvcc() -> str | None:
@@ -64,18 +66,24 @@ def kernel_files() -> list[Path]:
 
 def summarize_ptxas(log: str) -> tuple[int, int]:
     """(max registers of any kernel, number of kernels that spill) from ptxas -v output."""
-    regs = [int(m.group(1)) for m in _REGS.finditer(log)]
-    spills = sum(1 for m in _SPILL.finditer(log) if int(m.group(1)) or int(m.group(2)))
+    # every function ptxas reports counts here, not only kernels: a noinline helper that spills
+    # slows its kernel all the same
+    regs = [int(m.group(1)) for m in ptxas.USED.finditer(log)]
+    spills = sum(1 for m in ptxas.STACK.finditer(log) if int(m.group(2)) or int(m.group(3)))
     return (max(regs) if regs else 0, spills)
 
 
 def object_path(src: Path, out_dir: Path) -> Path:
     """A unique object name per source (two families may both have a params.cu)."""
+    return out_dir / "obj" / (_source_name(src).replace("/", "__") + ".o")
+
+
+def _source_name(path: Path) -> str:
+    """A source's path relative to csrc/ (its file name where it lies elsewhere)."""
     try:
-        rel = src.relative_to(CSRC).as_posix()
+        return path.relative_to(CSRC).as_posix()
     except ValueError:
-        rel = src.name
-    return out_dir / "obj" / (rel.replace("/", "__") + ".o")
+        return path.name
 
 
 def compile_one(nvcc: str, src: Path, out_dir: Path) -> CheckResult:
@@ -90,8 +98,8 @@ def compile_one(nvcc: str, src: Path, out_dir: Path) -> CheckResult:
     if proc.returncode != 0:
         errors = "\n".join(ln for ln in log.splitlines() if "ptxas info" not in ln
                            and "bytes stack frame" not in ln)
-        return CheckResult(src, False, seconds, regs, spills, errors.strip())
-    return CheckResult(src, True, seconds, regs, spills, "")
+        return CheckResult(src, False, seconds, regs, spills, errors.strip(), log)
+    return CheckResult(src, True, seconds, regs, spills, "", log)
 
 
 def cuda_include_dir() -> Path | None:
@@ -212,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also compile the binding .cpp files and the registrations "
                              "generated from the op table (needs torch headers), and check "
                              "that every launcher they call is defined")
+    parser.add_argument("--ptxas-report", type=Path, metavar="DIR",
+                        help="write ptxas.log and ptxas_sm80.md, ptxas_sm90a.md (registers, shared memory, stack, "
+                             "spills of every kernel) into DIR")
     args = parser.parse_args(argv)
 
     nvcc = find_nvcc()
@@ -238,7 +249,34 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join("     " + ln for ln in r.message.splitlines()[:40]))
     print(f"{len(results) - failures}/{len(results)} compiled cleanly "
           f"(sm_80, sm_90a; {Path(nvcc).resolve()})")
+    if args.ptxas_report is not None:
+        for path in write_ptxas_report(args.ptxas_report, nvcc, [r for r in results if r.path.suffix == ".cu"]):
+            print(f"ptxas report: {path}")
     return 1 if failures else 0
+
+
+def nvcc_release(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    return next((ln.strip() for ln in out.splitlines() if "release" in ln), "unknown nvcc")
+
+
+def write_ptxas_report(out_dir: Path, nvcc: str, results: list[CheckResult]) -> list[Path]:
+    """ptxas.log (each source's ptxas lines) and one Markdown table per architecture, sources in path order."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(results, key=lambda r: _display(r.path))
+    log = ptxas.report_log((_source_name(r.path), r.log) for r in ordered)
+    (out_dir / "ptxas.log").write_text(log)
+    rows = ptxas.parse_report(log)
+    header = [f"Made by `python -m kernels_ext.compile_check --ptxas-report DIR` with {nvcc_release(nvcc)}, "
+              f"flags `{' '.join(NVCC_FLAGS)}`. Static shared memory only: the wgmma and TMA kernels size their "
+              f"shared-memory ring at launch (dynamic shared memory), which ptxas does not see."]
+    written = [out_dir / "ptxas.log"]
+    for arch in ARCH_NAMES:
+        path = out_dir / f"ptxas_{arch.replace('_', '')}.md"
+        path.write_text(ptxas.markdown(rows, arch, header))
+        written.append(path)
+    return written
+
 
 
 if __name__ == "__main__":

@@ -205,11 +205,16 @@ def select_records(
            if _matches(rec.op, ops) and _matches(rec.dtype, dtypes) and _matches(rec.impl, impls)
            and (wanted is None or rec.status in wanted) and _has_shape(rec, shape)]
     if not out:
-        have = sorted({r.op for run in runs for r in run.records})
         shape_text = f" shape={','.join(f'{k}={v}' for k, v in shape.items())}" if shape else ""
+        asked = [("ops", "op", True), ("dtypes", "dtype", bool(dtypes)), ("impls", "impl", bool(impls))]
+        have = "; ".join(f"{name} present: {_present(runs, attr)}" for name, attr, given in asked if given)
         raise UserError(f"no records to {what} after filters ops={list(ops or [])} dtypes={list(dtypes or [])} "
-                        f"impls={list(impls or [])}{shape_text}; ops present: {', '.join(have) or 'none'}")
+                        f"impls={list(impls or [])}{shape_text}; {have}")
     return out
+
+
+def _present(runs: Sequence[Run], attr: str) -> str:
+    return ", ".join(sorted({str(getattr(r, attr)) for run in runs for r in run.records})) or "none"
 
 
 def _matches(value: Any, allowed: Sequence[str] | None) -> bool:

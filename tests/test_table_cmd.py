@@ -143,3 +143,10 @@ def test_readme_example_is_what_the_command_prints(args, shown, monkeypatch):
     printed = [ln.rstrip() for ln in res.output.splitlines() if ln.strip()]
     start = printed.index(shown[0])
     assert printed[start:] == shown
+
+
+def test_an_empty_selection_lists_what_the_files_hold_for_each_filter_given(tmp_path):
+    path = write_run(tmp_path / "run.json", mixed_run())
+    res = _invoke(str(path), "--dtypes", "bf16")
+    assert res.exit_code == 2
+    assert "dtypes present: bfloat16, float32" in res.output and "impls present" not in res.output
