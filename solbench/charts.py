@@ -5,14 +5,15 @@ Every chart is drawn from results files only (roofline.py, solchart.py), never f
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from matplotlib.figure import Figure
 
 from solbench import results
 from solbench.errors import UserError
-from solbench.results import Record, Run
+from solbench.results import Run
 
 PLOTTED_STATUSES = ("ok", "invalid")
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -33,16 +34,8 @@ DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float6
 # ---------------------------------------------------------------- selection
 
 
-def select_records(
-    runs: Sequence[Run],
-    *,
-    ops: Sequence[str] | None = None,
-    dtypes: Sequence[str] | None = None,
-    impls: Sequence[str] | None = None,
-    statuses: Iterable[str] | None = PLOTTED_STATUSES,
-) -> list[tuple[Run, Record]]:
-    """The records a chart draws (by default those with a SOL to place); an empty selection is a user error."""
-    return results.select_records(runs, ops=ops, dtypes=dtypes, impls=impls, statuses=statuses, what="plot")
+# The records a chart draws (by default those with a SOL to place); an empty selection is a user error.
+select_records = functools.partial(results.select_records, statuses=PLOTTED_STATUSES, what="plot")
 
 
 def colors_for(names: Sequence[str]) -> dict[str, Any]:
