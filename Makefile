@@ -31,7 +31,7 @@ gpu-test: install
 	$(PY) -m pytest -q -m gpu
 
 compile-check: install
-	$(PY) -m kernels_ext.compile_check
+	$(PY) -m kernels_ext.compile_check --check-ptxas-report results/ptxas
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ptxas-report", type=Path, metavar="DIR",
                         help="write ptxas.log and ptxas_sm80.md, ptxas_sm90a.md (registers, shared memory, stack, "
                              "spills of every kernel) into DIR")
+    parser.add_argument("--check-ptxas-report", type=Path, metavar="DIR",
+                        help="fail if DIR's committed report no longer matches the sources (checked where this "
+                             "nvcc is the one that made it)")
     args = parser.parse_args(argv)
 
     nvcc = find_nvcc()
@@ -249,8 +252,11 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join("     " + ln for ln in r.message.splitlines()[:40]))
     print(f"{len(results) - failures}/{len(results)} compiled cleanly "
           f"(sm_80, sm_90a; {Path(nvcc).resolve()})")
+    kernels = [r for r in results if r.path.suffix == ".cu"]
+    if args.check_ptxas_report is not None and all(r.ok for r in kernels):
+        failures += not check_ptxas_report(args.check_ptxas_report, nvcc, kernels)
     if args.ptxas_report is not None:
-        for path in write_ptxas_report(args.ptxas_report, nvcc, [r for r in results if r.path.suffix == ".cu"]):
+        for path in write_ptxas_report(args.ptxas_report, nvcc, kernels):
             print(f"ptxas report: {path}")
     return 1 if failures else 0
 
@@ -260,11 +266,44 @@ def nvcc_release(nvcc: str) -> str:
     return next((ln.strip() for ln in out.splitlines() if "release" in ln), "unknown nvcc")
 
 
+def report_log(nvcc: str, results: list[CheckResult]) -> str:
+    """The report log of these compiles: the nvcc release, then each source's ptxas lines, in path order."""
+    ordered = sorted(results, key=lambda r: _display(r.path))
+    return ptxas.report_log(((_source_name(r.path), r.log) for r in ordered), nvcc_release(nvcc))
+
+
+def check_ptxas_report(report_dir: Path, nvcc: str, results: list[CheckResult]) -> bool:
+    """Whether the committed report still says what ptxas says of the sources now. Another nvcc may
+    allocate registers differently, so a report made by another release is not held against the code."""
+    committed_path = report_dir / "ptxas.log"
+    if not committed_path.exists():
+        print(f"FAIL ptxas report: {committed_path} not found; make it with "
+              f"`python -m kernels_ext.compile_check --ptxas-report {report_dir}`")
+        return False
+    committed = committed_path.read_text()
+    fresh = report_log(nvcc, results)
+    made_by, this = ptxas.report_compiler(committed), ptxas.report_compiler(fresh)
+    if made_by != this:
+        print(f"skip ptxas report check: {committed_path} was made by {made_by or 'an unnamed nvcc'}, "
+              f"this is {this}")
+        return True
+    if shutil.which("c++filt") is None:
+        print("skip ptxas report check: no c++filt here to match kernels by their demangled names")
+        return True
+    changes = ptxas.differences(ptxas.parse_report(committed), ptxas.parse_report(fresh))
+    if not changes:
+        print(f"ok   ptxas report {report_dir} matches the sources")
+        return True
+    print(f"FAIL ptxas report {report_dir} is out of date ({len(changes)} differences); remake it with "
+          f"`python -m kernels_ext.compile_check --ptxas-report {report_dir}`")
+    print("\n".join("     " + c for c in changes[:20]))
+    return False
+
+
 def write_ptxas_report(out_dir: Path, nvcc: str, results: list[CheckResult]) -> list[Path]:
     """ptxas.log (each source's ptxas lines) and one Markdown table per architecture, sources in path order."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    ordered = sorted(results, key=lambda r: _display(r.path))
-    log = ptxas.report_log((_source_name(r.path), r.log) for r in ordered)
+    log = report_log(nvcc, results)
     (out_dir / "ptxas.log").write_text(log)
     rows = ptxas.parse_report(log)
     header = [f"Made by `python -m kernels_ext.compile_check --ptxas-report DIR` with {nvcc_release(nvcc)}, "

@@ -19,6 +19,7 @@ STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) by
 USED = re.compile(r"Used (\d+) registers")
 SMEM = re.compile(r"(\d+) bytes smem")
 SOURCE = "== "      # a report's line naming the source file whose log follows
+COMPILER = "# "     # its first line: the nvcc release that made it
 
 
 @dataclass(frozen=True)
@@ -60,23 +61,59 @@ def parse(log: str, source: str) -> list[KernelResources]:
 
 
 def parse_report(text: str) -> list[KernelResources]:
-    """A report log: `== <source>` lines, each followed by that file's ptxas log."""
+    """A report log: `== <source>` lines, each followed by that file's ptxas log (what comes before the
+    first of them, such as the compiler line, names no kernel)."""
     rows: list[KernelResources] = []
-    for section in text.split("\n" + SOURCE):
-        head, _, body = section.removeprefix(SOURCE).partition("\n")
+    for section in ("\n" + text).split("\n" + SOURCE)[1:]:
+        head, _, body = section.partition("\n")
         rows += parse(body, head.strip())
     return rows
 
 
-def report_log(logs: Iterable[tuple[str, str]]) -> str:
-    """(source, ptxas log) pairs as one report log. Only the lines a table is made from are kept, so two
-    reports of the same code are the same text (ptxas's compile times would differ)."""
-    parts = []
+def report_compiler(text: str) -> str:
+    """The compiler a report log names on its first line ("" where it names none)."""
+    first = text.split("\n", 1)[0]
+    return first.removeprefix(COMPILER).strip() if first.startswith(COMPILER) else ""
+
+
+def report_log(logs: Iterable[tuple[str, str]], compiler: str = "") -> str:
+    """(source, ptxas log) pairs as one report log, after a line naming the compiler. Only the lines a table
+    is made from are kept, so two reports of the same code are the same text (compile times would differ)."""
+    parts = [COMPILER + compiler] if compiler else []
     for source, log in logs:
         kept = [ln for ln in log.splitlines()
                 if any(pattern.search(ln) for pattern in (ENTRY, PROPERTIES, STACK, USED))]
         parts.append("\n".join([SOURCE + source, *kept]))
     return "\n".join(parts) + "\n"
+
+
+def differences(old: Sequence[KernelResources], new: Sequence[KernelResources]) -> list[str]:
+    """What a fresh build says that a report does not: kernels added, gone, or with other resources.
+    Kernels are matched by their demangled names: a mangled name of a kernel in an anonymous namespace
+    carries hashes of the path it was compiled at, and a clone elsewhere gets other ones."""
+    before, after = _by_name(old), _by_name(new)
+    out = []
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        where = f"{key[0]} {key[1]} {short_name(key[2], 90)}"
+        if a is None:
+            out.append(f"new kernel: {where}")
+        elif b is None:
+            out.append(f"kernel gone: {where}")
+        elif a != b:
+            out.append(f"changed: {where}: {_resources(a)} -> {_resources(b)}")
+    return out
+
+
+def _by_name(rows: Sequence[KernelResources]) -> dict[tuple[str, str, str], tuple[int, int, int, int, int]]:
+    names = demangle([r.kernel for r in rows])
+    return {(r.source, r.arch, name): (r.registers, r.smem, r.stack, r.spill_stores, r.spill_loads)
+            for r, name in zip(rows, names)}
+
+
+def _resources(r: tuple[int, int, int, int, int]) -> str:
+    registers, smem, stack, stores, loads = r
+    return f"{registers} registers, {smem} B smem, {stack} B stack, spills {stores}/{loads} B"
 
 
 def demangle(names: Sequence[str]) -> list[str]:

@@ -92,3 +92,67 @@ def test_compile_check_writes_the_report(tmp_path, monkeypatch):
     text = (tmp_path / "report" / "ptxas_sm90a.md").read_text()
     assert "1 kernels in 1 sources; 0 spill." in text and "| k.cu | `k` |" in text and "| 256 |" in text
     assert (tmp_path / "report" / "ptxas_sm80.md").exists()
+
+
+# ---------------------------------------------------------------- the committed report, checked against the sources
+
+ANON = ("ptxas info    : Compiling entry function '_ZN2sk10map_kernelINS_46_GLOBAL__N__{h}_13_activation_cu_49f698026"
+        "SwiGluEEEvPf' for 'sm_90a'\nptxas info    : Function properties for _ZN2sk10map_kernelINS_46_GLOBAL__N__{h}"
+        "_13_activation_cu_49f698026SwiGluEEEvPf\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used {r} registers, used 0 barriers\n")
+
+
+def _needs_cxxfilt():
+    if ptxas.demangle(["_Z2k1Pf"]) == ["_Z2k1Pf"]:
+        pytest.skip("no c++filt here")
+
+
+def test_a_clone_at_another_path_is_the_same_report():
+    """An anonymous namespace's mangled name hashes the path nvcc compiled it at; the check must not care."""
+    _needs_cxxfilt()
+    here = ptxas.parse(ANON.format(h="5ff3d6bb", r=32), "activation/activation.cu")
+    there = ptxas.parse(ANON.format(h="0badc0de", r=32), "activation/activation.cu")
+    assert here[0].kernel != there[0].kernel
+    assert ptxas.differences(here, there) == []
+    changed = ptxas.differences(here, ptxas.parse(ANON.format(h="0badc0de", r=40), "activation/activation.cu"))
+    assert len(changed) == 1 and changed[0].startswith("changed: activation/activation.cu sm_90a ")
+    assert "32 registers" in changed[0] and "-> 40 registers" in changed[0]
+    assert ptxas.differences(here, []) == [f"kernel gone: {changed[0].split(': ')[1]}"]
+
+
+def _results(tmp_path, registers: int):
+    from kernels_ext import compile_check
+    from kernels_ext.optable import CSRC
+
+    log = ANON.format(h="5ff3d6bb", r=registers)
+    return [compile_check.CheckResult(CSRC / "activation" / "activation.cu", True, 0.1, registers, 0, "", log)]
+
+
+@pytest.mark.parametrize("committed_regs,made_by,expect,needle", [
+    (32, "nvcc A", True, "matches the sources"),
+    (40, "nvcc A", False, "is out of date (1 differences)"),
+    (40, "nvcc B", True, "was made by nvcc B, this is nvcc A"),
+])
+def test_check_ptxas_report(tmp_path, monkeypatch, capsys, committed_regs, made_by, expect, needle):
+    from kernels_ext import compile_check
+
+    _needs_cxxfilt()
+    monkeypatch.setattr(compile_check, "nvcc_release", lambda nvcc: "nvcc A")
+    committed = ptxas.report_log([("activation/activation.cu", ANON.format(h="0badc0de", r=committed_regs))], made_by)
+    (tmp_path / "ptxas.log").write_text(committed)
+    assert compile_check.check_ptxas_report(tmp_path, "nvcc", _results(tmp_path, 32)) is expect
+    assert needle in capsys.readouterr().out
+
+
+def test_check_ptxas_report_without_a_committed_report_fails(tmp_path, capsys):
+    from kernels_ext import compile_check
+
+    assert compile_check.check_ptxas_report(tmp_path, "nvcc", _results(tmp_path, 32)) is False
+    assert "not found" in capsys.readouterr().out
+
+
+def test_report_names_its_compiler_on_the_first_line():
+    log = ptxas.report_log([("a/x.cu", LOG)], "Cuda compilation tools, release 13.0, V13.0.88")
+    assert ptxas.report_compiler(log) == "Cuda compilation tools, release 13.0, V13.0.88"
+    assert ptxas.report_compiler(ptxas.report_log([("a/x.cu", LOG)])) == ""
+    assert len(ptxas.parse_report(log)) == 4
