@@ -253,10 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(results) - failures}/{len(results)} compiled cleanly "
           f"(sm_80, sm_90a; {Path(nvcc).resolve()})")
     kernels = [r for r in results if r.path.suffix == ".cu"]
+    if args.check_ptxas_report is None and args.ptxas_report is None:
+        return 1 if failures else 0
+    release = nvcc_release(nvcc)
     if args.check_ptxas_report is not None and all(r.ok for r in kernels):
-        failures += not check_ptxas_report(args.check_ptxas_report, nvcc, kernels)
+        failures += not check_ptxas_report(args.check_ptxas_report, release, kernels)
     if args.ptxas_report is not None:
-        for path in write_ptxas_report(args.ptxas_report, nvcc, kernels):
+        for path in write_ptxas_report(args.ptxas_report, release, kernels):
             print(f"ptxas report: {path}")
     return 1 if failures else 0
 
@@ -266,13 +269,13 @@ def nvcc_release(nvcc: str) -> str:
     return next((ln.strip() for ln in out.splitlines() if "release" in ln), "unknown nvcc")
 
 
-def report_log(nvcc: str, results: list[CheckResult]) -> str:
+def report_log(release: str, results: list[CheckResult]) -> str:
     """The report log of these compiles: the nvcc release, then each source's ptxas lines, in path order."""
     ordered = sorted(results, key=lambda r: _display(r.path))
-    return ptxas.report_log(((_source_name(r.path), r.log) for r in ordered), nvcc_release(nvcc))
+    return ptxas.report_log(((_source_name(r.path), r.log) for r in ordered), release)
 
 
-def check_ptxas_report(report_dir: Path, nvcc: str, results: list[CheckResult]) -> bool:
+def check_ptxas_report(report_dir: Path, release: str, results: list[CheckResult]) -> bool:
     """Whether the committed report still says what ptxas says of the sources now. Another nvcc may
     allocate registers differently, so a report made by another release is not held against the code."""
     committed_path = report_dir / "ptxas.log"
@@ -281,11 +284,11 @@ def check_ptxas_report(report_dir: Path, nvcc: str, results: list[CheckResult]) 
               f"`python -m kernels_ext.compile_check --ptxas-report {report_dir}`")
         return False
     committed = committed_path.read_text()
-    fresh = report_log(nvcc, results)
-    made_by, this = ptxas.report_compiler(committed), ptxas.report_compiler(fresh)
-    if made_by != this:
+    fresh = report_log(release, results)
+    made_by = ptxas.report_compiler(committed)
+    if made_by != release:
         print(f"skip ptxas report check: {committed_path} was made by {made_by or 'an unnamed nvcc'}, "
-              f"this is {this}")
+              f"this is {release}")
         return True
     if shutil.which("c++filt") is None:
         print("skip ptxas report check: no c++filt here to match kernels by their demangled names")
@@ -300,13 +303,13 @@ def check_ptxas_report(report_dir: Path, nvcc: str, results: list[CheckResult]) 
     return False
 
 
-def write_ptxas_report(out_dir: Path, nvcc: str, results: list[CheckResult]) -> list[Path]:
+def write_ptxas_report(out_dir: Path, release: str, results: list[CheckResult]) -> list[Path]:
     """ptxas.log (each source's ptxas lines) and one Markdown table per architecture, sources in path order."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = report_log(nvcc, results)
+    log = report_log(release, results)
     (out_dir / "ptxas.log").write_text(log)
     rows = ptxas.parse_report(log)
-    header = [f"Made by `python -m kernels_ext.compile_check --ptxas-report DIR` with {nvcc_release(nvcc)}, "
+    header = [f"Made by `python -m kernels_ext.compile_check --ptxas-report DIR` with {release}, "
               f"flags `{' '.join(NVCC_FLAGS)}`. Static shared memory only: the wgmma and TMA kernels size their "
               f"shared-memory ring at launch (dynamic shared memory), which ptxas does not see."]
     written = [out_dir / "ptxas.log"]
