@@ -222,8 +222,10 @@ def _matches(value: Any, allowed: Sequence[str] | None) -> bool:
 
 
 def _has_shape(rec: Record, shape: dict[str, int] | None) -> bool:
-    # bool parameters (causal) compare as 0/1, the way a case label writes them
-    return not shape or all(k in rec.params and int(rec.params[k]) == v for k, v in shape.items())
+    # bool parameters (causal) compare as 0/1, the way a case label writes them; a value that is not a
+    # number (a hand-edited file) matches nothing rather than stopping the selection
+    return not shape or all(isinstance(rec.params.get(k), (int, bool)) and int(rec.params[k]) == v
+                            for k, v in shape.items())
 
 
 def write_csv(records: Iterable[Record], path: Path) -> Path:

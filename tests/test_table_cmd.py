@@ -150,3 +150,10 @@ def test_an_empty_selection_lists_what_the_files_hold_for_each_filter_given(tmp_
     res = _invoke(str(path), "--dtypes", "bf16")
     assert res.exit_code == 2
     assert "dtypes present: bfloat16, float32" in res.output and "impls present" not in res.output
+
+
+def test_a_parameter_that_is_not_a_number_matches_no_shape():
+    run = attention_run()
+    run["records"][0]["params"]["D"] = "sixty-four"      # a hand-edited file
+    picked = select_records([as_run(run)], shape={"D": 64})
+    assert [rec.case for _, rec in picked] == ["B=1,H=8,SQ=1024,SK=1024,D=64,causal=1"]
